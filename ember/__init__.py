@@ -1,0 +1,45 @@
+"""ember: PyTorch's API in one small Python codebase. ``import ember as torch``."""
+
+from __future__ import annotations
+
+import numpy as _np
+
+# PyTorch does not warn on overflow, division by zero or invalid values; numpy's kernels would.
+_np.seterr(all="ignore")
+
+__version__ = "0.1.0"
+
+from ._dtype import (bool_ as bool, uint8, int8, int16, int32, int64, float16,  # noqa: E402
+                     bfloat16, float32, float64, complex64, complex128, dtype, finfo, iinfo,
+                     get_default_dtype, set_default_dtype, promote_types, result_type,
+                     can_cast)
+from ._dtype import ALIASES as _ALIASES  # noqa: E402
+from ._device import device  # noqa: E402
+from ._tensor import Tensor, Size  # noqa: E402
+from ._print import set_printoptions  # noqa: E402
+from .autograd.grad_mode import (no_grad, enable_grad, set_grad_enabled,  # noqa: E402
+                                 inference_mode, is_grad_enabled, is_inference_mode_enabled)
+from . import autograd  # noqa: E402
+from . import ops as _ops  # noqa: E402
+from .ops.creation import tensor, as_tensor, asarray, from_numpy, from_dlpack  # noqa: E402
+
+globals().update(_ALIASES)
+_ops.bind_namespace(globals())
+
+from .ops.public import *  # noqa: E402,F401,F403
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input) -> bool:
+    return input.is_floating_point()
+
+
+def is_complex(input) -> bool:
+    return input.is_complex()
+
+
+def numel(input) -> int:
+    return input.numel()

@@ -1,0 +1,60 @@
+"""Device objects. Only the CPU backend exists today."""
+
+from __future__ import annotations
+
+
+class device:
+    """``ember.device("cpu")``; "cuda" can be named but not allocated on until its backend exists."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type, index: int | None = None):
+        if isinstance(type, device):
+            self.type, self.index = type.type, type.index
+            return
+        if isinstance(type, int):
+            type, index = "cuda", type
+        if not isinstance(type, str):
+            raise TypeError(f"device(): expected a string or device, got {type!r}")
+        name, _, idx = type.partition(":")
+        if name not in ("cpu", "cuda", "meta"):
+            raise RuntimeError(
+                f"Expected one of cpu, cuda, meta device type at start of device string: {type}")
+        if idx:
+            if index is not None:
+                raise RuntimeError(f"device(): index given twice in {type!r}")
+            if not idx.isdigit():
+                raise RuntimeError(f"Invalid device string: '{type}'")
+            index = int(idx)
+        self.type, self.index = name, index
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = device(other)
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+    def __repr__(self):
+        idx = "" if self.index is None else f", index={self.index}"
+        return f"device(type='{self.type}'{idx})"
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+CPU = device("cpu")
+
+
+def check_device(dev) -> device:
+    """Resolve a ``device=`` argument; raises for backends ember does not have yet."""
+    if dev is None:
+        return CPU
+    if not isinstance(dev, device):
+        dev = device(dev)
+    if dev.type != "cpu":
+        raise RuntimeError(
+            f"ember: device '{dev}' is not available: this build of ember has only the CPU "
+            "backend (the CUDA backend arrives with its own issue)")
+    return CPU

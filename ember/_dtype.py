@@ -1,0 +1,229 @@
+"""dtype objects, the numpy mapping and PyTorch's type promotion, in one place."""
+
+from __future__ import annotations
+
+import builtins
+
+import ml_dtypes
+import numpy as np
+
+
+class dtype:
+    """A tensor element type (``ember.float32`` ...). Compares by identity."""
+
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_complex", "is_signed", "kind")
+
+    def __init__(self, name: str, np_dtype, kind: str):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.itemsize = self.np.itemsize
+        self.kind = kind  # "b" bool, "u" unsigned, "i" signed int, "f" float, "c" complex
+        self.is_floating_point = kind == "f"
+        self.is_complex = kind == "c"
+        self.is_signed = kind in "ifc"
+
+    def __repr__(self) -> str:
+        return f"ember.{self.name}"
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+    def to_real(self) -> "dtype":
+        return {complex64: float32, complex128: float64}.get(self, self)
+
+    def to_complex(self) -> "dtype":
+        return {float64: complex128, complex128: complex128}.get(self, complex64)
+
+
+bool_ = dtype("bool", np.bool_, "b")
+uint8 = dtype("uint8", np.uint8, "u")
+int8 = dtype("int8", np.int8, "i")
+int16 = dtype("int16", np.int16, "i")
+int32 = dtype("int32", np.int32, "i")
+int64 = dtype("int64", np.int64, "i")
+float16 = dtype("float16", np.float16, "f")
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, "f")
+float32 = dtype("float32", np.float32, "f")
+float64 = dtype("float64", np.float64, "f")
+complex64 = dtype("complex64", np.complex64, "c")
+complex128 = dtype("complex128", np.complex128, "c")
+
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
+       complex64, complex128)
+# PyTorch's aliases (torch.half, torch.long, ...).
+ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16, "int": int32,
+           "long": int64, "cfloat": complex64, "cdouble": complex128}
+
+_NAMES = {d.name: d for d in ALL} | ALIASES
+# PyTorch's scalar-type names, used in its error messages ("result type Float can't be cast...")
+TYPE_NAME = {bool_: "Bool", uint8: "Byte", int8: "Char", int16: "Short", int32: "Int",
+             int64: "Long", float16: "Half", bfloat16: "BFloat16", float32: "Float",
+             float64: "Double", complex64: "ComplexFloat", complex128: "ComplexDouble"}
+_FROM_NP = {d.np: d for d in ALL}
+
+
+def _by_name(name: str) -> dtype:
+    return _NAMES[name]
+
+
+def from_np(np_dtype) -> dtype:
+    """The ember dtype of a numpy dtype; numpy types ember lacks map to their nearest kin."""
+    d = _FROM_NP.get(np_dtype)
+    if d is not None:
+        return d
+    np_dtype = np.dtype(np_dtype)
+    d = _FROM_NP.get(np_dtype)
+    if d is not None:
+        return d
+    if np_dtype.kind == "u":
+        return int64
+    if np_dtype.kind == "f":
+        return float64
+    raise TypeError(f"can't convert np.ndarray of type {np_dtype}. The only supported types are: "
+                    "float64, float32, float16, complex64, complex128, int64, int32, int16, int8, "
+                    "uint8, and bool.")
+
+
+# ---------------------------------------------------------------- default dtype
+_default = [float32]
+
+
+def get_default_dtype() -> dtype:
+    return _default[0]
+
+
+def set_default_dtype(d: dtype) -> None:
+    if not isinstance(d, dtype) or not d.is_floating_point or d in (float16, bfloat16) and False:
+        raise TypeError(f"only floating-point types are supported as the default type, got {d}")
+    _default[0] = d
+
+
+# ---------------------------------------------------------------- promotion
+_CAT = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def _promote(a: dtype, b: dtype) -> dtype:
+    if a is b:
+        return a
+    ka, kb = a.kind, b.kind
+    if ka == "b":
+        return b
+    if kb == "b":
+        return a
+    if ka == "c" or kb == "c":
+        real = _promote(a.to_real() if ka == "c" else a, b.to_real() if kb == "c" else b)
+        return complex128 if real is float64 else complex64
+    if ka == "f" and kb == "f":
+        if a.itemsize == b.itemsize:  # float16 with bfloat16
+            return float32
+        return a if a.itemsize > b.itemsize else b
+    if ka == "f":
+        return a
+    if kb == "f":
+        return b
+    # integers
+    if ka == kb:
+        return a if a.itemsize > b.itemsize else b
+    u, s = (a, b) if ka == "u" else (b, a)
+    return s if s.itemsize > u.itemsize else int16
+
+
+_PROMOTE = {(a, b): _promote(a, b) for a in ALL for b in ALL}
+
+
+def promote_types(type1: dtype, type2: dtype) -> dtype:
+    return _PROMOTE[type1, type2]
+
+
+def scalar_dtype(x) -> dtype:
+    """The dtype a Python scalar takes part in promotion with (a 'wrapped number')."""
+    t = type(x)
+    if t is builtins.bool or t is np.bool_:
+        return bool_
+    if t is builtins.int or isinstance(x, (np.integer,)):
+        return int64
+    if t is builtins.float or isinstance(x, np.floating):
+        return _default[0]
+    if t is builtins.complex or isinstance(x, np.complexfloating):
+        return complex128 if _default[0] is float64 else complex64
+    raise TypeError(f"expected a number, got {t.__name__}")
+
+
+def _combine(higher: dtype | None, lower: dtype | None) -> dtype | None:
+    # PyTorch's category rule: a lower-priority operand only matters if it is of a higher
+    # category (bool < integral < floating < complex).
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    ch, cl = _CAT[higher.kind], _CAT[lower.kind]
+    if ch == 3:
+        return higher
+    if cl == 3:
+        return higher.to_complex() if ch == 2 else lower
+    if ch == 2:
+        return higher
+    if ch == 0 or cl == 2:
+        return _PROMOTE[higher, lower]
+    return higher
+
+
+def result_type_of(dims: dtype | None, zeros: dtype | None, scalars: dtype | None) -> dtype:
+    return _combine(dims, _combine(zeros, scalars))
+
+
+def result_type(*operands) -> dtype:
+    """``ember.result_type(tensor1, tensor2)``: tensors > zero-dim tensors > Python scalars."""
+    from ._tensor import Tensor
+
+    dims = zeros = scalars = None
+    for x in operands:
+        if isinstance(x, Tensor):
+            if x.ndim:
+                dims = x.dtype if dims is None else _PROMOTE[dims, x.dtype]
+            else:
+                zeros = x.dtype if zeros is None else _PROMOTE[zeros, x.dtype]
+        else:
+            d = scalar_dtype(x)
+            scalars = d if scalars is None else _PROMOTE[scalars, d]
+    return result_type_of(dims, zeros, scalars)
+
+
+def can_cast(from_: dtype, to: dtype) -> bool:
+    """Whether PyTorch's same-kind casting allows ``from_`` -> ``to`` (used by in-place ops)."""
+    return _CAT[from_.kind] <= _CAT[to.kind]
+
+
+# ---------------------------------------------------------------- finfo / iinfo
+class finfo:
+    def __init__(self, type: dtype | None = None):
+        type = type or _default[0]
+        if not (type.is_floating_point or type.is_complex):
+            raise TypeError(f"finfo(): expected a floating point dtype, got {type}")
+        info = ml_dtypes.finfo(type.to_real().np)
+        self.dtype = type.to_real().name
+        self.bits = int(info.bits)
+        self.eps = float(info.eps)
+        self.max = float(info.max)
+        self.min = float(info.min)
+        self.tiny = self.smallest_normal = float(info.tiny)
+        self.resolution = float(info.resolution)
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution}, min={self.min:g}, max={self.max:g}, "
+                f"eps={self.eps:g}, smallest_normal={self.tiny:g}, tiny={self.tiny:g}, "
+                f"dtype={self.dtype})")
+
+
+class iinfo:
+    def __init__(self, type: dtype):
+        if type.kind not in "uib":
+            raise TypeError(f"iinfo(): expected an integer dtype, got {type}")
+        info = np.iinfo(np.uint8 if type is bool_ else type.np)
+        self.dtype = type.name
+        self.bits = int(info.bits)
+        self.max = int(info.max) if type is not bool_ else 1
+        self.min = int(info.min)
+
+    def __repr__(self):
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"

@@ -1,0 +1,97 @@
+"""``repr(tensor)`` in PyTorch's format: ``tensor([1., 2.], requires_grad=True)``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _dtype as D
+
+_opts = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80, "sci_mode": None}
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,
+                     profile=None, sci_mode=None):
+    if profile == "default":
+        _opts.update(precision=4, threshold=1000, edgeitems=3, linewidth=80)
+    elif profile == "short":
+        _opts.update(precision=2, threshold=1000, edgeitems=2, linewidth=80)
+    elif profile == "full":
+        _opts.update(precision=4, threshold=float("inf"), edgeitems=3, linewidth=80)
+    for k, v in dict(precision=precision, threshold=threshold, edgeitems=edgeitems,
+                     linewidth=linewidth).items():
+        if v is not None:
+            _opts[k] = v
+    _opts["sci_mode"] = sci_mode
+
+
+def _float_formatter(a: np.ndarray):
+    finite = a[np.isfinite(a)]
+    p = _opts["precision"]
+    if finite.size == 0:
+        return lambda x: _special(x) or f"{x:.{p}f}"
+    absf = np.abs(finite)
+    ints = bool(np.all(finite == np.round(finite)))
+    amax, amin = float(absf.max()), float(absf.min()) if absf.size else 0.0
+    nz = absf[absf > 0]
+    nzmin = float(nz.min()) if nz.size else 0.0
+    sci = _opts["sci_mode"]
+    if sci is None:
+        sci = amax >= 1e8 or (nz.size and (nzmin < 1e-4 or amax / nzmin > 1000.0)) and not ints
+        if ints:
+            sci = amax >= 1e8
+    if sci:
+        return lambda x: _special(x) or f"{x:.{p}e}"
+    if ints:
+        return lambda x: _special(x) or f"{x:.0f}."
+    return lambda x: _special(x) or f"{x:.{p}f}"
+
+
+def _special(x) -> str | None:
+    if np.isnan(x):
+        return "nan"
+    if np.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return None
+
+
+def _body(a: np.ndarray, dtype, indent: int) -> str:
+    if a.size == 0 and a.ndim == 1:
+        return "[]"
+    summarize = a.size > _opts["threshold"]
+    if dtype.is_floating_point:
+        a = a.astype(np.float64)
+        fmt = _float_formatter(a[:0] if a.size == 0 else a)
+        formatter = {"float_kind": fmt}
+    elif dtype.is_complex:
+        p = _opts["precision"]
+        formatter = {"complex_kind": lambda z: f"{z.real:.{p}f}{z.imag:+.{p}f}j"}
+    elif dtype is D.bool_:
+        formatter = {"bool": lambda b: "True" if b else "False"}
+    else:
+        formatter = None
+    return np.array2string(a, separator=", ", formatter=formatter,
+                           threshold=_opts["threshold"] if summarize else a.size + 1,
+                           edgeitems=_opts["edgeitems"], max_line_width=_opts["linewidth"],
+                           prefix=" " * indent)
+
+
+def tensor_repr(t) -> str:
+    a = t._data
+    suffix = []
+    dt = t._dtype
+    if a.size == 0 and a.ndim > 1:
+        body = "[]"
+        suffix.append(f"size={tuple(a.shape)}")
+    elif a.ndim == 0:
+        body = _body(a.reshape(1), dt, 7)[1:-1]
+    else:
+        body = _body(a, dt, 7)
+    default = dt in (D.get_default_dtype(), D.int64, D.bool_) or (
+        dt is D.complex64 and D.get_default_dtype() is D.float32)
+    if not default or (a.size == 0 and dt is not D.get_default_dtype()):
+        suffix.append(f"dtype={dt}")
+    if t.grad_fn is not None:
+        suffix.append(f"grad_fn=<{t.grad_fn.name()}>")
+    elif t._leaf_rg:
+        suffix.append("requires_grad=True")
+    return "tensor(" + ", ".join([body] + suffix) + ")"

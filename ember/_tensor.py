@@ -1,0 +1,412 @@
+"""Tensor: metadata over a numpy array plus autograd state.
+
+Every operation is bound onto this class from the op table (``ember/ops``) when ember is
+imported; what is written here are attributes, conversions and the autograd entry points.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _dtype as D
+from ._device import CPU
+from .autograd import grad_mode
+
+
+class Size(tuple):
+    """``ember.Size``: a tuple of ints, as ``tensor.shape`` returns."""
+
+    def __repr__(self):
+        return f"ember.Size([{', '.join(map(str, self))}])"
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __getitem__(self, i):
+        r = tuple.__getitem__(self, i)
+        return Size(r) if isinstance(i, slice) else r
+
+    def __add__(self, other):
+        return Size(tuple.__add__(self, tuple(other)))
+
+
+class Tensor:
+    """An n-dimensional array on a device, with autograd history.
+
+    Internal state: ``_data`` (numpy array, possibly a view), ``_dtype``, ``_vc`` (the version
+    counter, a one-item list shared by every tensor over the same storage), ``_base`` (the
+    tensor a view was taken from), ``grad_fn``/``_out_idx`` (the autograd node and which of its
+    outputs this is), ``_leaf_rg`` (a leaf that requires grad).
+    """
+
+    # class-level defaults keep tensor creation cheap: only what differs is set per instance
+    grad = None
+    grad_fn = None
+    _out_idx = 0
+    _leaf_rg = False
+    _base = None
+    _vc = None
+    _acc = None  # the AccumulateGrad node of a leaf, made on first use
+    _retains_grad = False
+    __array_priority__ = 1000  # numpy defers binary operators to Tensor
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("use ember.tensor(data) or a factory (ember.zeros, ...) to make tensors")
+
+    # ------------------------------------------------------------------ metadata
+    @property
+    def shape(self) -> Size:
+        return Size(self._data.shape)
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[_wrap_dim(dim, self._data.ndim, "size")]
+
+    @property
+    def dtype(self) -> D.dtype:
+        return self._dtype
+
+    @property
+    def device(self):
+        return CPU
+
+    is_cuda = False
+    is_sparse = False
+    is_quantized = False
+    is_meta = False
+    layout = "strided"
+
+    def get_device(self) -> int:
+        return -1
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    ndimension = dim
+
+    def numel(self) -> int:
+        return self._data.size
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self._dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self._data.size * self._dtype.itemsize
+
+    def stride(self, dim: int | None = None):
+        a = self._data
+        st = _strides(a)
+        return st if dim is None else st[_wrap_dim(dim, a.ndim, "stride")]
+
+    def storage_offset(self) -> int:
+        a = self._data
+        root = _root(a)
+        return (a.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // max(
+            a.itemsize, 1)
+
+    def data_ptr(self) -> int:
+        return self._data.__array_interface__["data"][0]
+
+    def untyped_storage(self):
+        return _root(self._data)
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        a = self._data
+        if a.size <= 1:
+            return True
+        expect = 1
+        for n, s in zip(reversed(a.shape), reversed(_strides(a))):
+            if n != 1 and s != expect:
+                return False
+            expect *= n
+        return True
+
+    def is_floating_point(self) -> bool:
+        return self._dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        return self._dtype.is_complex
+
+    def is_signed(self) -> bool:
+        return self._dtype.is_signed
+
+    def is_shared(self) -> bool:
+        return False
+
+    def is_pinned(self) -> bool:
+        return False
+
+    @property
+    def _version(self) -> int:
+        return 0 if self._vc is None else self._vc[0]
+
+    def _version_counter(self) -> list:
+        vc = self._vc
+        if vc is None:
+            vc = self._vc = [0]
+        return vc
+
+    def _bump(self) -> None:
+        vc = self._vc
+        if vc is None:
+            self._vc = [1]
+        else:
+            vc[0] += 1
+
+    def _is_view(self) -> bool:
+        return self._base is not None
+
+    # ------------------------------------------------------------------ autograd state
+    @property
+    def requires_grad(self) -> bool:
+        return self._leaf_rg or self.grad_fn is not None
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        if self.grad_fn is not None:
+            if flag:
+                return
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use a "
+                "computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach().")
+        if flag and not (self._dtype.is_floating_point or self._dtype.is_complex):
+            raise RuntimeError("only Tensors of floating point and complex dtype can require "
+                               "gradients")
+        self._leaf_rg = bool(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    def retain_grad(self) -> None:
+        if self.grad_fn is None:
+            if not self._leaf_rg:
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            return
+        if not self._retains_grad:
+            from .autograd.engine import retain_grad
+            retain_grad(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def register_hook(self, hook):
+        from .autograd.engine import register_tensor_hook
+        return register_tensor_hook(self, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from .autograd.engine import backward
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def detach(self) -> "Tensor":
+        t = _wrap(self._data, self._dtype)
+        t._vc = self._version_counter()  # shares storage, but is no autograd view
+        return t
+
+    def detach_(self) -> "Tensor":
+        self.grad_fn = None
+        self._leaf_rg = False
+        return self
+
+    @property
+    def data(self) -> "Tensor":
+        return self.detach()
+
+    @data.setter
+    def data(self, new: "Tensor") -> None:
+        if not isinstance(new, Tensor):
+            raise TypeError(f"data must be a Tensor, got {type(new).__name__}")
+        self._data = new._data
+        self._dtype = new._dtype
+        self._vc = new._version_counter()
+
+    # ------------------------------------------------------------------ conversions
+    def item(self):
+        a = self._data
+        if a.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {a.size} elements cannot be converted to Scalar")
+        v = a.reshape(()).item() if self._dtype is not D.bfloat16 else float(a.reshape(()))
+        return v
+
+    def tolist(self):
+        a = self._data
+        if self._dtype is D.bfloat16:
+            a = a.astype(np.float32)
+        return a.tolist()
+
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+        return self._data.copy() if force else self._data
+
+    def __array__(self, dtype=None, copy=None):
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+        a = self._data
+        return a if dtype is None else a.astype(dtype)
+
+    def _scalar_check(self, what: str):
+        if self._data.size != 1:
+            raise RuntimeError(f"{what}: a Tensor with {self._data.size} elements cannot be "
+                               "converted to Scalar")
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous"
+                               if self._data.size else
+                               "Boolean value of Tensor with no values is ambiguous")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        self._scalar_check("float()")
+        return float(self.item())
+
+    def __int__(self) -> int:
+        self._scalar_check("int()")
+        return int(self.item())
+
+    def __complex__(self) -> complex:
+        self._scalar_check("complex()")
+        return complex(self.item())
+
+    def __index__(self) -> int:
+        if self._dtype.kind not in "uib" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self):
+        return id(self)
+
+    def __reversed__(self):
+        return self.flip(0)
+
+    def __contains__(self, element):
+        return bool((self == element).any())
+
+    def __format__(self, spec):
+        if self._data.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
+
+    def __repr__(self, *, tensor_contents=None) -> str:
+        from ._print import tensor_repr
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+    def __dlpack__(self, stream=None, **kwargs):
+        if self.requires_grad:
+            raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
+        return self._data.__dlpack__(**({} if stream is None else {"stream": stream}))
+
+    def __dlpack_device__(self):
+        return self._data.__dlpack_device__()
+
+    def __reduce_ex__(self, proto):
+        from .serialization import reduce_tensor
+        return reduce_tensor(self)
+
+    def __deepcopy__(self, memo):
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment.")
+        t = _wrap(self._data.copy(), self._dtype)
+        t._leaf_rg = self._leaf_rg
+        if self.grad is not None:
+            t.grad = self.grad.__deepcopy__(memo)
+        if type(self) is not Tensor:
+            t.__class__ = type(self)
+            t.__dict__.update({k: v for k, v in self.__dict__.items()
+                               if k not in ("_data", "_vc", "grad", "_acc")})
+        memo[id(self)] = t
+        return t
+
+    def cpu(self, memory_format=None) -> "Tensor":
+        return self
+
+    def cuda(self, device=None, non_blocking=False, memory_format=None) -> "Tensor":
+        from ._device import check_device
+        check_device("cuda")
+        return self
+
+    def pin_memory(self) -> "Tensor":
+        return self
+
+    def share_memory_(self) -> "Tensor":
+        return self
+
+
+def _root(a: np.ndarray) -> np.ndarray:
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _strides(a: np.ndarray) -> tuple:
+    isz = a.itemsize
+    if a.size == 0:  # numpy reports arbitrary strides for empty arrays; PyTorch's are contiguous
+        out, acc = [], 1
+        for n in reversed(a.shape):
+            out.append(acc)
+            acc *= max(n, 1)
+        return tuple(reversed(out))
+    return tuple(s // isz for s in a.strides)
+
+
+def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return dim + n if dim < 0 else dim
+
+
+def _wrap(data: np.ndarray, dtype: D.dtype) -> Tensor:
+    """Make a tensor over an array (no copy). The single constructor every op uses."""
+    t = object.__new__(Tensor)
+    t._data = data
+    t._dtype = dtype
+    return t
+
+
+def wrap_np(data: np.ndarray) -> Tensor:
+    return _wrap(data, D.from_np(data.dtype))
+
+
+__all__ = ["Tensor", "Size"]
+_ = grad_mode

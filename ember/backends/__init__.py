@@ -1,0 +1,1 @@
+"""Array backends. CPU arrays are numpy's; ``special`` holds vectorised special functions."""

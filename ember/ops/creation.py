@@ -1,0 +1,469 @@
+"""Factories (tensor, zeros, arange, ...), conversions (to, clone, copy_) and the ``new_*``
+methods."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import _dtype as D
+from .._device import check_device
+from .._tensor import Tensor, _wrap
+from ..autograd.grad_mode import state as _grad_state
+from .bind import tensor_method
+from .registry import op
+
+FACTORY = ("factory",)
+
+
+def _size(size) -> tuple:
+    """``zeros(2, 3)``, ``zeros((2, 3))``, ``zeros([2, 3])`` and ``zeros(Size)`` all mean (2, 3)."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    out = []
+    for s in size:
+        if isinstance(s, Tensor):
+            s = int(s)
+        if not isinstance(s, numbers.Integral) or isinstance(s, bool):
+            raise TypeError(f"expected a sequence of integers for the size, but got an element of "
+                            f"type {type(s).__name__}")
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: "
+                               f"{list(size)}")
+        out.append(int(s))
+    return tuple(out)
+
+
+def _np_dtype(dtype, default=None):
+    if dtype is None:
+        dtype = default or D.get_default_dtype()
+    if not isinstance(dtype, D.dtype):
+        raise TypeError(f"dtype must be an ember.dtype, not {type(dtype).__name__}")
+    return dtype.np
+
+
+# ---------------------------------------------------------------------- from data
+def _infer_dtype(data) -> D.dtype:
+    """The dtype ``ember.tensor`` gives nested Python data: bool < int64 < default float < complex."""
+    kind = 0
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, Tensor):
+            return x._dtype if kind == 0 else D.promote_types(x._dtype, _kinds[kind])
+        elif isinstance(x, (bool, np.bool_)):
+            kind = max(kind, 1)
+        elif isinstance(x, (numbers.Integral,)):
+            kind = max(kind, 2)
+        elif isinstance(x, numbers.Real):
+            kind = max(kind, 3)
+        elif isinstance(x, numbers.Complex):
+            kind = max(kind, 4)
+        else:
+            raise TypeError(f"Could not infer dtype of {type(x).__name__}")
+    return _kinds[kind]
+
+
+_kinds = {0: None, 1: D.bool_, 2: D.int64, 3: None, 4: None}
+
+
+def _data_to_array(data, dtype: D.dtype | None) -> np.ndarray:
+    if isinstance(data, Tensor):
+        a = data._data
+        return a.copy() if dtype is None else a.astype(dtype.np)
+    if isinstance(data, np.ndarray):
+        dt = dtype or D.from_np(data.dtype)
+        return np.array(data, dtype=dt.np)
+    if isinstance(data, np.generic):
+        dt = dtype or D.from_np(data.dtype)
+        return np.array(data, dtype=dt.np)
+    if dtype is None:
+        dtype = _infer_dtype(data)
+        if dtype is None:  # floats or complex: the default dtypes
+            k = _max_kind(data)
+            dtype = D.get_default_dtype() if k == 3 else D.get_default_dtype().to_complex()
+    if isinstance(data, (list, tuple)):
+        data = _unwrap_nested(data)
+    try:
+        if dtype.kind in "uib":
+            arr = np.array(data)
+            if arr.dtype.kind in "fc":
+                arr = arr.real.astype(np.int64) if arr.dtype.kind == "c" else np.trunc(arr)
+            return arr.astype(dtype.np)
+        return np.array(data, dtype=np.complex128 if dtype.is_complex else np.float64).astype(
+            dtype.np)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"tensor(): could not build a tensor from the data: {e}") from None
+
+
+def _max_kind(data) -> int:
+    kind = 0
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, numbers.Real) and not isinstance(x, numbers.Integral):
+            kind = max(kind, 3)
+        elif isinstance(x, numbers.Complex) and not isinstance(x, numbers.Real):
+            kind = max(kind, 4)
+    return kind
+
+
+def _unwrap_nested(data):
+    if isinstance(data, (list, tuple)):
+        return [_unwrap_nested(x) for x in data]
+    if isinstance(data, Tensor):
+        if data._data.ndim:
+            return _unwrap_nested(data.tolist())
+        return data.item()
+    return data
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False) -> Tensor:
+    """``ember.tensor(data, *, dtype=None, device=None, requires_grad=False)``: copies ``data``."""
+    check_device(device)
+    arr = _data_to_array(data, dtype)
+    t = _wrap(arr, D.from_np(arr.dtype) if dtype is None else dtype)
+    if requires_grad:
+        t.requires_grad_()
+    return t
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Like ``tensor`` but shares memory with a tensor or numpy array of the same dtype."""
+    check_device(device)
+    if isinstance(data, Tensor):
+        return data if dtype is None or dtype is data._dtype else data.to(dtype)
+    if isinstance(data, np.ndarray) and (dtype is None or dtype.np == data.dtype):
+        if data.dtype in D._FROM_NP:
+            return _wrap(data, D._FROM_NP[data.dtype])
+    return tensor(data, dtype=dtype)
+
+
+asarray = as_tensor
+
+
+def from_numpy(ndarray: np.ndarray) -> Tensor:
+    """A tensor over ``ndarray``'s memory (writes are seen by both)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    dt = D._FROM_NP.get(ndarray.dtype)
+    if dt is None:
+        raise TypeError(f"can't convert np.ndarray of type numpy.{ndarray.dtype}. The only "
+                        "supported types are: float64, float32, float16, complex64, complex128, "
+                        "int64, int32, int16, int8, uint8, and bool.")
+    return _wrap(ndarray, dt)
+
+
+def from_dlpack(ext_tensor) -> Tensor:
+    """A tensor over the memory of any object that exports DLPack (``__dlpack__``)."""
+    if isinstance(ext_tensor, Tensor):
+        return ext_tensor
+    return from_numpy(np.from_dlpack(ext_tensor))
+
+
+# ---------------------------------------------------------------------- sized factories
+@op(tags=FACTORY, method=False, differentiable=False)
+def empty(xp, *size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+          pin_memory=False, memory_format=None):
+    check_device(device)
+    return xp.empty(_size(size), _np_dtype(dtype))
+
+
+@op(tags=FACTORY, method=False, differentiable=False)
+def zeros(xp, *size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+          pin_memory=False):
+    check_device(device)
+    return xp.zeros(_size(size), _np_dtype(dtype))
+
+
+@op(tags=FACTORY, method=False, differentiable=False)
+def ones(xp, *size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+         pin_memory=False):
+    check_device(device)
+    return xp.ones(_size(size), _np_dtype(dtype))
+
+
+def _fill_dtype(fill_value):
+    if isinstance(fill_value, Tensor):
+        return fill_value._dtype
+    return D.scalar_dtype(fill_value)
+
+
+@op(tags=FACTORY, method=False, differentiable=False)
+def full(xp, size, fill_value, *, out=None, dtype=None, layout=None, device=None,
+         requires_grad=False, pin_memory=False):
+    check_device(device)
+    dt = dtype or _fill_dtype(fill_value)
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    return xp.full(_size((size,)), fill_value, dtype=dt.np)
+
+
+def _like(name, fill):
+    def impl(xp, input: "Tensor", *, dtype=None, layout=None, device=None, requires_grad=False,
+             memory_format=None):
+        check_device(device)
+        return fill(xp, input.shape, (dtype.np if dtype is not None else input.dtype))
+    impl.__name__ = name
+    return op(name, tags=FACTORY, method=False, differentiable=False, out=False)(impl)
+
+
+empty_like = _like("empty_like", lambda xp, s, d: xp.empty(s, d))
+zeros_like = _like("zeros_like", lambda xp, s, d: xp.zeros(s, d))
+ones_like = _like("ones_like", lambda xp, s, d: xp.ones(s, d))
+
+
+@op(tags=FACTORY, method=False, differentiable=False, out=False)
+def full_like(xp, input: "Tensor", fill_value, *, dtype=None, layout=None, device=None,
+              requires_grad=False, memory_format=None):
+    check_device(device)
+    return xp.full(input.shape, fill_value, dtype=dtype.np if dtype is not None else input.dtype)
+
+
+@op(tags=FACTORY, method=False, differentiable=False)
+def empty_strided(xp, size, stride, *, dtype=None, layout=None, device=None,
+                  requires_grad=False, pin_memory=False):
+    check_device(device)
+    size, stride = tuple(size), tuple(stride)
+    dt = np.dtype(_np_dtype(dtype))
+    span = 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
+    buf = xp.empty(max(span, 0), dt)
+    return np.lib.stride_tricks.as_strided(buf, size, [s * dt.itemsize for s in stride])
+
+
+def _new(name, factory):
+    @tensor_method(name)
+    def method(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+               pin_memory=False):
+        return factory(_size(size), dtype or self._dtype, requires_grad)
+    return method
+
+
+_new("new_zeros", lambda s, d, rg: zeros(s, dtype=d, requires_grad=rg))
+_new("new_ones", lambda s, d, rg: ones(s, dtype=d, requires_grad=rg))
+_new("new_empty", lambda s, d, rg: empty(s, dtype=d, requires_grad=rg))
+
+
+@tensor_method("new_full")
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
+             layout=None, pin_memory=False):
+    return full(size, fill_value, dtype=dtype or self._dtype, requires_grad=requires_grad)
+
+
+@tensor_method("new_tensor")
+def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+    return tensor(data, dtype=dtype or self._dtype, requires_grad=requires_grad)
+
+
+# ---------------------------------------------------------------------- ranges
+def _arange_dtype(*vals):
+    for v in vals:
+        if isinstance(v, Tensor):
+            v = v.item()
+        if isinstance(v, float) or isinstance(v, np.floating):
+            return D.get_default_dtype()
+    return D.int64
+
+
+@op(tags=FACTORY, method=False, differentiable=False)
+def arange(xp, start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+           requires_grad=False, pin_memory=False):
+    check_device(device)
+    if end is None:
+        start, end = 0, start
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
+    dt = dtype or _arange_dtype(start, end, step)
+    if step == 0:
+        raise RuntimeError("arange(): step must be nonzero")
+    for v in (start, end):
+        if isinstance(v, float) and not np.isfinite(v):
+            raise RuntimeError(f"arange(): unsupported range: {start} -> {end}")
+    if (end - start) / step < 0:
+        raise RuntimeError("arange(): upper bound and larger bound inconsistent with step sign")
+    n = int(np.ceil((end - start) / step))
+    vals = start + np.arange(n, dtype=np.float64 if dt.kind in "fc" or any(
+        isinstance(v, float) for v in (start, end, step)) else np.int64) * step
+    return vals.astype(dt.np)
+
+
+@op(tags=FACTORY, method=False, differentiable=False)
+def range_(xp, start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
+           requires_grad=False):
+    """Deprecated ``torch.range``: includes ``end``."""
+    dt = dtype or D.get_default_dtype()
+    n = int(np.floor((end - start) / step)) + 1
+    return (start + np.arange(n) * step).astype(dt.np)
+
+
+@op(tags=FACTORY, method=False, differentiable=False)
+def linspace(xp, start, end, steps, *, out=None, dtype=None, layout=None, device=None,
+             requires_grad=False):
+    check_device(device)
+    start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    if not isinstance(steps, numbers.Integral) or steps < 0:
+        raise RuntimeError(f"linspace(): number of steps must be non-negative, got {steps}")
+    dt = dtype or D.get_default_dtype()
+    if steps == 1:
+        return np.full((1,), start).astype(dt.np)
+    i = np.arange(steps, dtype=np.float64)
+    step = (end - start) / max(steps - 1, 1)
+    half = steps // 2
+    vals = np.where(i < half, start + step * i, end - step * (steps - 1 - i))
+    if dt.kind in "ui":
+        vals = np.trunc(vals)
+    return vals.astype(dt.np)
+
+
+@op(tags=FACTORY, method=False, differentiable=False)
+def logspace(xp, start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
+             device=None, requires_grad=False):
+    check_device(device)
+    dt = dtype or D.get_default_dtype()
+    exps = linspace.impl(xp, start, end, steps, dtype=D.float64)
+    return np.power(float(base), exps).astype(dt.np)
+
+
+@op(tags=FACTORY, method=False, differentiable=False)
+def eye(xp, n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False,
+        pin_memory=False):
+    check_device(device)
+    if n < 0 or (m is not None and m < 0):
+        raise RuntimeError(f"eye(): n and m must be non-negative, got n={n}, m={m}")
+    return xp.eye(n, n if m is None else m, dtype=_np_dtype(dtype))
+
+
+def _tri_indices(fn):
+    def impl(xp, row, col, offset=0, *, dtype=None, device=None, layout=None):
+        check_device(device)
+        r, c = fn(row, offset, col)
+        return xp.stack([r, c]).astype((dtype or D.int64).np)
+    return impl
+
+
+tril_indices = op("tril_indices", tags=FACTORY, method=False, differentiable=False, out=False)(
+    _tri_indices(np.tril_indices))
+triu_indices = op("triu_indices", tags=FACTORY, method=False, differentiable=False, out=False)(
+    _tri_indices(np.triu_indices))
+
+
+# ---------------------------------------------------------------------- conversions
+@op(method=False, function=False, out=False, grad_name="ToCopyBackward0")
+def _to_copy(xp, self: "Tensor", dtype):
+    return self.astype(dtype.np)
+
+
+@_to_copy.def_backward
+def _(ctx, g):
+    return g.to(ctx.self.dtype)
+
+
+def _parse_to(args, kwargs):
+    dtype = kwargs.pop("dtype", None)
+    device = kwargs.pop("device", None)
+    for a in args:
+        if isinstance(a, D.dtype):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype = a._dtype
+        elif isinstance(a, str) or a is not None and type(a).__name__ == "device":
+            device = a
+        elif isinstance(a, int) and not isinstance(a, bool):
+            device = "cuda"
+    return dtype, device
+
+
+@tensor_method("to")
+def to(self, *args, non_blocking=False, copy=False, memory_format=None, **kwargs):
+    """``x.to(dtype)``, ``x.to(device)``, ``x.to(other)``, ``x.to(device, dtype)``."""
+    dtype, device = _parse_to(args, kwargs)
+    check_device(device)
+    if dtype is None or dtype is self._dtype:
+        return self.clone() if copy else self
+    return _to_copy(self, dtype)
+
+
+def _caster(dtype):
+    def method(self, memory_format=None):
+        return to(self, dtype)
+    return method
+
+
+for _name, _dt in dict(float=D.float32, double=D.float64, half=D.float16,
+                       bfloat16=D.bfloat16, int=D.int32, long=D.int64, short=D.int16,
+                       char=D.int8, byte=D.uint8, bool=D.bool_, cfloat=D.complex64,
+                       cdouble=D.complex128).items():
+    tensor_method(_name)(_caster(_dt))
+
+
+@tensor_method("type")
+def type_(self, dtype=None, non_blocking=False):
+    if dtype is None:
+        return f"ember.{D.TYPE_NAME[self._dtype]}Tensor"
+    if isinstance(dtype, str):
+        name = dtype.rsplit(".", 1)[-1].replace("Tensor", "")
+        dtype = {v: k for k, v in D.TYPE_NAME.items()}[name]
+    return to(self, dtype)
+
+
+@tensor_method("type_as")
+def type_as(self, other):
+    return to(self, other._dtype)
+
+
+@op(out=False)
+def clone(xp, input: "Tensor", *, memory_format=None):
+    return input.copy()
+
+
+@clone.def_backward
+def _(ctx, g):
+    return g
+
+
+@tensor_method("contiguous")
+def contiguous(self, memory_format=None):
+    return self if self.is_contiguous() else clone(self)
+
+
+@op(function=False, method=False, inplace=True, out=False, grad_name="CopyBackwards")
+def copy(xp, self: "Tensor", src: "Tensor", non_blocking=False):
+    try:
+        b = xp.broadcast_to(src, self.shape)
+    except ValueError:
+        raise RuntimeError(f"The size of tensor a ({self.shape[-1] if self.ndim else 1}) must "
+                           f"match the size of tensor b ({src.shape[-1] if src.ndim else 1}) at "
+                           "non-singleton dimension") from None
+    if self.dtype.kind not in "c" and b.dtype.kind == "c":
+        b = b.real
+    return b.astype(self.dtype)
+
+
+@copy.def_backward
+def _(ctx, g):
+    return g.new_zeros(g.shape), g
+
+
+@op(inplace=True, out=False, promote=None)
+def fill(xp, input: "Tensor", value: "Scalar|Tensor"):
+    if isinstance(value, np.ndarray) and value.ndim:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                           f"{value.ndim} dimensions.")
+    return xp.full(input.shape, value, dtype=input.dtype)
+
+
+@fill.def_backward
+def _(ctx, g):
+    return g.new_zeros(g.shape), g.sum()
+
+
+@tensor_method("zero_")
+def zero_(self):
+    return self.fill_(0)
+
+
+_ = _grad_state
