@@ -21,12 +21,11 @@ from .autograd.grad_mode import (no_grad, enable_grad, set_grad_enabled,  # noqa
                                  inference_mode, is_grad_enabled, is_inference_mode_enabled)
 from . import autograd  # noqa: E402
 from . import ops as _ops  # noqa: E402
-from .ops.creation import tensor, as_tensor, asarray, from_numpy, from_dlpack  # noqa: E402
 
 globals().update(_ALIASES)
 _ops.bind_namespace(globals())
 
-from .ops.public import *  # noqa: E402,F401,F403
+from . import linalg, nn  # noqa: E402,F401
 
 
 def is_tensor(obj) -> bool:

@@ -1,9 +1,25 @@
 """The op table. Importing this package registers every op family; ``bind_namespace`` binds the
-table onto ``Tensor`` (methods, in-place variants, operators) and the public namespace."""
+table onto ``Tensor`` (methods, in-place variants, operators) and the public namespace.
+
+A family module may also list public functions that are not table entries (compositions such
+as ``broadcast_shapes``) in ``PUBLIC``; they are exported as ``ember.<name>`` too.
+"""
 
 from __future__ import annotations
 
 from .registry import OPS, OpDef, op  # noqa: F401
-from . import (creation, pointwise, binary, complex, reduction, shape, indexing, linalg,  # noqa: F401
-               random, nn_ops)
-from .bind import bind_namespace  # noqa: F401
+from . import (creation, pointwise, binary, complex, reduction, sorting, shape,  # noqa: F401
+               joining, padding, indexing, linalg, random, nn_ops)
+from .bind import bind_namespace as _bind
+
+FAMILIES = (creation, pointwise, binary, complex, reduction, sorting, shape, joining, padding,
+            indexing, linalg, random, nn_ops)
+
+
+def bind_namespace(ns: dict) -> None:
+    _bind(ns)
+    for mod in FAMILIES:
+        for name in getattr(mod, "PUBLIC", ()):
+            if name in ns and ns[name] is not getattr(mod, name):
+                raise RuntimeError(f"public name {name!r} is defined twice")
+            ns[name] = getattr(mod, name)

@@ -8,6 +8,7 @@ from .. import _dtype as D
 from .registry import INT_TO_FLOAT, op
 
 PW = ("pointwise",)
+PUBLIC = ["is_conj", "resolve_conj"]
 
 
 @op(tags=PW, out=False)

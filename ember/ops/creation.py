@@ -15,6 +15,7 @@ from .bind import tensor_method
 from .registry import op
 
 FACTORY = ("factory",)
+PUBLIC = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack"]
 
 
 def _size(size) -> tuple:

@@ -11,6 +11,8 @@ from .._tensor import _wrap_dim
 from .bind import tensor_method
 from .registry import alias_all, op
 
+PUBLIC = ["broadcast_to"]
+
 
 def wrap_dim(dim, ndim):
     return _wrap_dim(dim, ndim)

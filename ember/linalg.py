@@ -1,0 +1,1 @@
+"""``ember.linalg``: the linear-algebra namespace (functions live in ``ember/ops/linalg.py``)."""

@@ -1,0 +1,1 @@
+"""ember.nn: modules, parameters, functional, init."""

@@ -1,0 +1,1 @@
+"""ember.nn.functional."""

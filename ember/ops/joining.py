@@ -1,0 +1,1 @@
+"""joining ops."""
