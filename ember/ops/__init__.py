@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from .registry import OPS, OpDef, op  # noqa: F401
 from . import (creation, pointwise, binary, complex, reduction, sorting, shape,  # noqa: F401
-               joining, padding, indexing, linalg, random, nn_ops)
+               joining, padding, indexing, linalg, random, nn_ops, conv)
 from .bind import bind_namespace as _bind
 
 FAMILIES = (creation, pointwise, binary, complex, reduction, sorting, shape, joining, padding,
-            indexing, linalg, random, nn_ops)
+            indexing, linalg, random, nn_ops, conv)
 
 
 def bind_namespace(ns: dict) -> None:

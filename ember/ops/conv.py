@@ -1,0 +1,2 @@
+"""Convolution, pooling, resampling ops (nn.functional kernels)."""
+__all__: list = []
