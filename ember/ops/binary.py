@@ -66,13 +66,16 @@ def mul(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
 @mul.def_backward
 def _(ctx, g):
     a, b = ctx.input, ctx.other
-    ga = g * b.conj() if _is_t(b) else g * b
-    gb = g * a.conj() if _is_t(a) else None
-    return ga, gb
+    return g * _conj(b), g * _conj(a)
 
 
 def _is_t(x):
     return hasattr(x, "_data")
+
+
+def _conj(x):
+    """Complex conjugate of a tensor or a Python number (scalars may sit on either side)."""
+    return x.conj() if _is_t(x) else (x.conjugate() if isinstance(x, complex) else x)
 
 
 def _div_promote(kwargs):
