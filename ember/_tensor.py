@@ -191,6 +191,8 @@ class Tensor:
         self._leaf_rg = bool(flag)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if requires_grad and not (self._dtype.is_floating_point or self._dtype.is_complex):
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = requires_grad
         return self
 

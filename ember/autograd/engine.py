@@ -390,23 +390,18 @@ def check_inplace(t) -> None:
 
 
 def snapshot_saved(node, t) -> None:
-    """Before ``t`` is overwritten in place, replace the node's saved references to its storage
-    with copies of their current values (the rule needs the values from before the write)."""
-    if not isinstance(node, OpNode) or not node.has_saved:
+    """Before ``t`` is overwritten by an in-place op, give the node a copy of the value ``t``
+    had as the op's ``self`` argument (the rule needs the value from before the write). Other
+    saved aliases of ``t`` keep their version check, so they raise as PyTorch does."""
+    if not isinstance(node, OpNode) or not node.has_saved or not node.args:
+        return
+    s = node.args[0]
+    if not isinstance(s, SavedTensor) or s.tensor is not t:
         return
     from .._tensor import _wrap
-    vc = t._vc
-
-    def snap(s):
-        if not isinstance(s, SavedTensor) or s.tensor._vc is not vc:
-            return s
-        old = s.tensor
-        c = _wrap(old._data.copy(), old._dtype)
-        c.grad_fn, c._out_idx, c._leaf_rg, c._acc = old.grad_fn, old._out_idx, old._leaf_rg, \
-            old._acc
-        return SavedTensor(c)
-
-    node.args = [[snap(x) for x in a] if isinstance(a, list) else snap(a) for a in node.args]
+    c = _wrap(t._data.copy(), t._dtype)
+    c.grad_fn, c._out_idx, c._leaf_rg, c._acc = t.grad_fn, t._out_idx, t._leaf_rg, t._acc
+    node.args[0] = SavedTensor(c)
 
 
 def rebase_history(t, result) -> None:

@@ -130,6 +130,9 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     arr = _data_to_array(data, dtype)
     t = _wrap(arr, D.from_np(arr.dtype) if dtype is None else dtype)
     if requires_grad:
+        if not (t._dtype.is_floating_point or t._dtype.is_complex):
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
         t.requires_grad_()
     return t
 

@@ -187,6 +187,9 @@ class OpDef:
             return res
         outs = self._wrap_outputs(res, out_dtype, inputs)
         if "factory" in self.tags and kwargs.get("requires_grad"):
+            if not (outs._dtype.is_floating_point or outs._dtype.is_complex):
+                raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                                   "gradients")
             outs.requires_grad_()
         if _grad_state.enabled and self.backward is not None:
             for t in inputs:

@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks: ember against PyTorch, same workloads, one process run."""
