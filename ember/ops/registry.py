@@ -113,6 +113,37 @@ class OpDef:
     def __repr__(self):
         return f"<op {self.name}{self.signature}>"
 
+    # ------------------------------------------------------------------ meta
+    def run_meta(self, *args, **kwargs):
+        """Output shape(s) and dtype(s) from input metadata alone.
+
+        Tensor arguments may be anything with ``.shape`` and ``.dtype`` (ember dtype). Returns a
+        ``TensorMeta``-like ``(shape, dtype)`` pair, or a tuple of them for multi-output ops.
+        An explicit ``meta`` wins; pointwise ops broadcast and promote; any other op is
+        evaluated on zero-strided stand-ins (no memory for inputs, real kernels). Ops whose
+        output shape depends on data (tag ``dynamic_shape``) raise.
+        """
+        if self.meta is not None:
+            return self.meta(*args, **kwargs)
+        if "dynamic_shape" in self.tags:
+            raise RuntimeError(f"{self.name}: output shape depends on the input's values")
+
+        def stand_in(a):
+            if hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, np.ndarray):
+                z = np.broadcast_to(np.zeros((), a.dtype.np), tuple(a.shape))
+                return _wrap(z, a.dtype)
+            if isinstance(a, (list, tuple)) and a and hasattr(a[0], "shape"):
+                return type(a)(stand_in(x) for x in a)
+            return a
+
+        from ..autograd.grad_mode import no_grad
+        with no_grad():
+            out = self(*[stand_in(a) for a in args],
+                       **{k: stand_in(v) for k, v in kwargs.items()})
+        if isinstance(out, (tuple, list)):
+            return tuple((tuple(o.shape), o.dtype) if isinstance(o, Tensor) else o for o in out)
+        return (tuple(out.shape), out.dtype) if isinstance(out, Tensor) else out
+
     # ------------------------------------------------------------------ dispatch
     def normalize(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """Move tensor parameters passed by keyword into their positions."""

@@ -1,0 +1,44 @@
+"""Adamax: Adam with the infinity norm."""
+
+from __future__ import annotations
+
+from ..ops.creation import zeros_like
+from .adam import new_step
+from .optimizer import Optimizer, check_range, grads_of, value
+
+
+class Adamax(Optimizer):
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 foreach=None, *, maximize=False, differentiable=False, capturable=False):
+        check_range("learning rate", lr)
+        check_range("epsilon value", eps)
+        for i, b in enumerate(betas):
+            check_range("beta parameter", b, 0.0, 1.0, index=i)
+        check_range("weight_decay value", weight_decay)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable, capturable=capturable))
+
+    def step(self, closure=None):
+        return self._run_step(self._update, closure)
+
+    def _update(self):
+        for group in self.param_groups:
+            lr, eps, wd = value(group["lr"]), group["eps"], group["weight_decay"]
+            beta1, beta2 = group["betas"]
+            for p, g in grads_of(group):
+                state = self.state[p]
+                if not state:
+                    state["step"] = new_step()
+                    state["exp_avg"] = zeros_like(p)
+                    state["exp_inf"] = zeros_like(p)
+                if group["maximize"]:
+                    g = -g
+                state["step"] += 1
+                t = state["step"].item()
+                if wd != 0:
+                    g = g.add(p, alpha=wd)
+                m, u = state["exp_avg"], state["exp_inf"]
+                m.lerp_(g, 1 - beta1)
+                u.copy_(u.mul_(beta2).maximum(g.abs().add_(eps)))
+                p.addcdiv_(m, u, value=-lr / (1 - beta1 ** t))

@@ -1,0 +1,62 @@
+"""RAdam: Adam with a rectified adaptive learning rate."""
+
+from __future__ import annotations
+
+import math
+
+from ..ops.creation import zeros_like
+from .adam import new_step
+from .optimizer import Optimizer, check_range, grads_of, value
+
+
+class RAdam(Optimizer):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False,
+                 capturable=False, differentiable=False):
+        check_range("learning rate", lr)
+        check_range("epsilon value", eps)
+        for i, b in enumerate(betas):
+            check_range("beta parameter", b, 0.0, 1.0, index=i)
+        check_range("weight_decay value", weight_decay)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      decoupled_weight_decay=decoupled_weight_decay,
+                                      foreach=foreach, maximize=maximize,
+                                      capturable=capturable, differentiable=differentiable))
+
+    def step(self, closure=None):
+        return self._run_step(self._update, closure)
+
+    def _update(self):
+        for group in self.param_groups:
+            lr, eps, wd = value(group["lr"]), group["eps"], group["weight_decay"]
+            beta1, beta2 = group["betas"]
+            rho_inf = 2 / (1 - beta2) - 1
+            for p, g in grads_of(group):
+                state = self.state[p]
+                if not state:
+                    state["step"] = new_step()
+                    state["exp_avg"] = zeros_like(p)
+                    state["exp_avg_sq"] = zeros_like(p)
+                if group["maximize"]:
+                    g = -g
+                state["step"] += 1
+                t = state["step"].item()
+                if wd != 0:
+                    if group["decoupled_weight_decay"]:
+                        p.mul_(1 - lr * wd)
+                    else:
+                        g = g.add(p, alpha=wd)
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m.lerp_(g, 1 - beta1)
+                v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                bc1 = 1 - beta1 ** t
+                bc2 = 1 - beta2 ** t
+                m_hat = m / bc1
+                rho_t = rho_inf - 2 * t * (beta2 ** t) / bc2
+                if rho_t > 5.0:
+                    rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf /
+                                     ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+                    adaptive = math.sqrt(bc2) / v.sqrt().add_(eps)
+                    p.add_(m_hat * lr * adaptive * rect, alpha=-1.0)
+                else:
+                    p.add_(m_hat * lr, alpha=-1.0)

@@ -1,0 +1,58 @@
+"""RMSprop (optionally centered, with momentum)."""
+
+from __future__ import annotations
+
+from ..ops.creation import zeros_like
+from .adam import new_step
+from .optimizer import Optimizer, check_range, grads_of, value
+
+
+class RMSprop(Optimizer):
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+                 centered=False, capturable=False, foreach=None, maximize=False,
+                 differentiable=False):
+        check_range("learning rate", lr)
+        check_range("epsilon value", eps)
+        check_range("momentum value", momentum)
+        check_range("weight_decay value", weight_decay)
+        check_range("alpha value", alpha)
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                                      momentum=momentum, centered=centered,
+                                      capturable=capturable, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable))
+
+    def step(self, closure=None):
+        return self._run_step(self._update, closure)
+
+    def _update(self):
+        for group in self.param_groups:
+            lr, alpha, eps = value(group["lr"]), group["alpha"], group["eps"]
+            wd, mom, centered = group["weight_decay"], group["momentum"], group["centered"]
+            for p, g in grads_of(group):
+                state = self.state[p]
+                if not state:
+                    state["step"] = new_step()
+                    state["square_avg"] = zeros_like(p)
+                    if mom > 0:
+                        state["momentum_buffer"] = zeros_like(p)
+                    if centered:
+                        state["grad_avg"] = zeros_like(p)
+                if group["maximize"]:
+                    g = -g
+                state["step"] += 1
+                if wd != 0:
+                    g = g.add(p, alpha=wd)
+                sq = state["square_avg"]
+                sq.mul_(alpha).addcmul_(g, g, value=1 - alpha)
+                if centered:
+                    ga = state["grad_avg"]
+                    ga.lerp_(g, 1 - alpha)
+                    avg = sq.addcmul(ga, ga, value=-1).sqrt_().add_(eps)
+                else:
+                    avg = sq.sqrt().add_(eps)
+                if mom > 0:
+                    buf = state["momentum_buffer"]
+                    buf.mul_(mom).addcdiv_(g, avg)
+                    p.add_(buf, alpha=-lr)
+                else:
+                    p.addcdiv_(g, avg, value=-lr)
