@@ -374,9 +374,15 @@ class Tensor:
 
 
 def _root(a: np.ndarray) -> np.ndarray:
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
+    """The array that owns ``a``'s memory (through views and as_strided wrappers)."""
+    while True:
+        b = a.base
+        if isinstance(b, np.ndarray):
+            a = b
+        elif b is not None and isinstance(getattr(b, "base", None), np.ndarray):
+            a = b.base  # numpy's as_strided keeps its source behind a DummyArray
+        else:
+            return a
 
 
 def _strides(a: np.ndarray) -> tuple:

@@ -1,0 +1,3 @@
+"""ember.utils: data loading and file formats."""
+
+from . import data, safetensors  # noqa: F401
