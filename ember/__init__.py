@@ -25,7 +25,7 @@ from . import ops as _ops  # noqa: E402
 globals().update(_ALIASES)
 _ops.bind_namespace(globals())
 
-from . import linalg, nn, optim, utils, serialization  # noqa: E402,F401
+from . import linalg, nn, optim, random, utils, serialization  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 
 

@@ -164,6 +164,8 @@ class OpDef:
         """Run the op on tensors and Python values (the public function ``ember.<name>``)."""
         if kwargs:
             if "out" in kwargs:
+                if not self.has_out:
+                    raise TypeError(f"{self.name}() got an unexpected keyword argument 'out'")
                 out = kwargs.pop("out")
                 if out is not None:
                     return write_out(self, out, self(*args, **kwargs))
@@ -354,7 +356,10 @@ def write_inplace(self: Tensor, result: Tensor, name: str) -> Tensor:
 
 
 def translate_error(op: OpDef, e: Exception, args, kwargs) -> Exception:
-    """Turn an error raised inside a numpy kernel into PyTorch's type with the op's name."""
+    """Turn an error raised inside a numpy kernel into PyTorch's type with the op's name.
+    An impl that already raised PyTorch's exact error marks it ``_ember_final``."""
+    if getattr(e, "_ember_final", False):
+        return e
     msg = str(e)
     if isinstance(e, np.linalg.LinAlgError):
         return RuntimeError(f"{op.name}: {msg}")

@@ -1,0 +1,203 @@
+"""Random number generators: ``ember.Generator``, the default generator, and the functions of
+``ember.random`` (PyTorch's ``torch.random``: ``manual_seed``, ``seed``, ``initial_seed``,
+``get_rng_state``, ``set_rng_state``, ``fork_rng``).
+
+A Generator wraps numpy's ``np.random.Generator`` over a PCG64 bit generator. Its state is
+exported as a uint8 tensor (PyTorch's ByteTensor convention) holding a format tag, the initial
+seed and the PCG64 state, so ``set_state(get_state())`` restores the stream exactly and also
+restores ``initial_seed()``, as PyTorch's CPU generator does.
+
+Sampling ops (``ember/ops/random.py``) draw from ``numpy_generator(generator, op)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+import secrets
+from collections.abc import Iterator
+
+import numpy as np
+
+from . import _dtype as D
+from ._device import check_device, device as _device_cls
+from ._tensor import Tensor, _wrap
+
+# PyTorch seeds every new CPU generator with this constant (the default generator itself gets a
+# non-deterministic seed at startup).
+DEFAULT_SEED = 67280421310721
+
+# state layout: tag (8) | initial seed (8) | PCG64 state (16) | increment (16) |
+# has_uint32 (1) | buffered uint32 (4); integers little-endian
+_TAG = b"emPCG64\x01"  # bit generator name + format version
+_STATE_SIZE = 8 + 8 + 16 + 16 + 1 + 4
+_U64 = 1 << 64
+
+
+def _seed_value(seed) -> int:
+    """PyTorch's seed rule: any int in [-2**63, 2**64); negatives wrap to unsigned 64-bit."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise RuntimeError(f"manual_seed expected a long, but got {type(seed).__name__}")
+    seed = int(seed)
+    if not -(1 << 63) <= seed < _U64:
+        raise ValueError(f"Overflow when unpacking long long: seed {seed} is outside "
+                         "[-2**63, 2**64)")
+    return seed % _U64
+
+
+class Generator:
+    """``ember.Generator(device='cpu')``: a random number generator object.
+
+    Pass it as ``generator=`` to any sampling op to draw from it instead of the default
+    generator. A new generator starts from PyTorch's default seed (67280421310721), so two new
+    generators produce the same numbers.
+    """
+
+    def __init__(self, device: str | _device_cls = "cpu") -> None:
+        self._device = check_device(device)
+        self._reseed(DEFAULT_SEED)
+
+    def _reseed(self, seed: int) -> None:
+        self._seed = seed
+        self._bitgen = np.random.PCG64(seed)
+        self._np = np.random.Generator(self._bitgen)
+
+    @property
+    def device(self) -> _device_cls:
+        """The device whose tensors this generator fills (always cpu today)."""
+        return self._device
+
+    def manual_seed(self, seed: int) -> "Generator":
+        """Seed the generator (an int in [-2**63, 2**64)); returns the generator itself."""
+        self._reseed(_seed_value(seed))
+        return self
+
+    def seed(self) -> int:
+        """Seed from the operating system's entropy; returns the 64-bit seed chosen."""
+        s = secrets.randbits(64)
+        self._reseed(s)
+        return s
+
+    def initial_seed(self) -> int:
+        """The seed this generator was last seeded with."""
+        return self._seed
+
+    def get_state(self) -> Tensor:
+        """The generator's state as a uint8 tensor (restore it with ``set_state``)."""
+        return _wrap(np.frombuffer(self._state_bytes(), np.uint8).copy(), D.uint8)
+
+    def set_state(self, new_state: Tensor) -> "Generator":
+        """Restore a state from ``get_state``; returns the generator itself."""
+        if not isinstance(new_state, Tensor):
+            raise TypeError(f"expected a ember.ByteTensor, but got {type(new_state).__name__}")
+        if new_state.dtype is not D.uint8:
+            raise TypeError(f"RNG state must be a ember.ByteTensor (uint8), but got a tensor of "
+                            f"dtype {new_state.dtype}")
+        raw = np.ascontiguousarray(new_state._data).reshape(-1).tobytes()
+        self._load_state_bytes(raw)
+        return self
+
+    def clone_state(self) -> "Generator":
+        """A new generator with this one's device and current state."""
+        g = Generator(self._device)
+        g._load_state_bytes(self._state_bytes())
+        return g
+
+    def _state_bytes(self) -> bytes:
+        st = self._bitgen.state
+        pcg = st["state"]
+        return (_TAG + self._seed.to_bytes(8, "little") + pcg["state"].to_bytes(16, "little")
+                + pcg["inc"].to_bytes(16, "little") + bytes([st["has_uint32"]])
+                + int(st["uinteger"]).to_bytes(4, "little"))
+
+    def _load_state_bytes(self, raw: bytes) -> None:
+        if len(raw) != _STATE_SIZE:
+            raise RuntimeError(f"Expected an ember PCG64 generator state of size {_STATE_SIZE} "
+                               f"but found the input RNG state size to be {len(raw)}")
+        state = int.from_bytes(raw[16:32], "little")
+        inc = int.from_bytes(raw[32:48], "little")
+        has_uint32 = raw[48]
+        # PCG64's increment is always odd; anything else is not a state get_state made
+        if raw[:8] != _TAG or inc % 2 == 0 or has_uint32 > 1:
+            raise RuntimeError("Invalid PCG64 generator state: the tensor was not produced by "
+                               "ember.Generator.get_state()")
+        self._seed = int.from_bytes(raw[8:16], "little")
+        self._bitgen.state = {
+            "bit_generator": "PCG64", "state": {"state": state, "inc": inc},
+            "has_uint32": has_uint32, "uinteger": int.from_bytes(raw[49:53], "little"),
+        }
+
+    def __reduce__(self):
+        return (_rebuild, (str(self._device), self._state_bytes()))
+
+    def __repr__(self) -> str:
+        return f"<ember.Generator device={self._device} initial_seed={self._seed}>"
+
+
+def _rebuild(device: str, state: bytes) -> Generator:
+    g = Generator(device)
+    g._load_state_bytes(state)
+    return g
+
+
+def numpy_generator(generator: Generator | None, op: str) -> np.random.Generator:
+    """The numpy generator an op draws from: ``generator``'s, or the default one's."""
+    if generator is None:
+        return default_generator._np
+    if isinstance(generator, Generator):
+        return generator._np
+    raise TypeError(f"{op}(): argument 'generator' must be ember.Generator, not "
+                    f"{type(generator).__name__}")
+
+
+# ---------------------------------------------------------------------- the default generator
+default_generator = Generator()
+default_generator.seed()  # as in PyTorch, the process-wide generator starts non-deterministic
+
+
+def manual_seed(seed) -> Generator:
+    """``ember.manual_seed(seed)``: seed the default generator; returns it."""
+    return default_generator.manual_seed(int(seed))
+
+
+def seed() -> int:
+    """Seed the default generator non-deterministically; returns the seed."""
+    return default_generator.seed()
+
+
+def initial_seed() -> int:
+    """The default generator's initial seed."""
+    return default_generator.initial_seed()
+
+
+def get_rng_state() -> Tensor:
+    """The default generator's state as a uint8 tensor."""
+    return default_generator.get_state()
+
+
+def set_rng_state(new_state: Tensor) -> None:
+    """Restore the default generator's state from ``get_rng_state()``."""
+    default_generator.set_state(new_state)
+
+
+@contextlib.contextmanager
+def fork_rng(devices=None, enabled: bool = True, _caller: str = "fork_rng",
+             _devices_kw: str = "devices", device_type: str | None = None) -> Iterator[None]:
+    """Context manager: the default generator's state is restored on exit."""
+    if not enabled:
+        yield
+        return
+    state = default_generator._state_bytes()
+    try:
+        yield
+    finally:
+        default_generator._load_state_bytes(state)
+
+
+def thread_safe_generator() -> Generator | None:
+    """PyTorch's hook for DataLoader thread workers; ember's workers use the default generator."""
+    return None
+
+
+__all__ = ["set_rng_state", "get_rng_state", "manual_seed", "seed", "initial_seed", "fork_rng",
+           "thread_safe_generator", "Generator", "default_generator"]
