@@ -50,7 +50,7 @@ def to_numpy(x) -> np.ndarray:
         a = x.detach()._data
         return a.astype(np.float32) if x.dtype is ember.bfloat16 else np.asarray(a)
     if isinstance(x, torch.Tensor):
-        x = x.detach()
+        x = x.detach().resolve_conj()  # torch's lazy conjugate views refuse .numpy()
         if x.dtype == torch.bfloat16:
             x = x.float()
         return x.numpy()

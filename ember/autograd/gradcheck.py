@@ -103,10 +103,12 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     diff = [k for k, t in enumerate(inputs) if hasattr(t, "requires_grad") and t.requires_grad]
 
     def first_grad(*args):
+        from .grad_mode import enable_grad
         ins, gos = args[:n], args[n:]
-        o = _outputs(func(*ins))
-        gs = engine.grad(o, [ins[k] for k in diff], list(gos), create_graph=True,
-                         allow_unused=True)
+        with enable_grad():  # gradcheck evaluates this under no_grad for finite differences
+            o = _outputs(func(*ins))
+            gs = engine.grad(o, [ins[k] for k in diff], list(gos), create_graph=True,
+                             allow_unused=True)
         return tuple(g for g in gs if g is not None)
 
     return gradcheck(first_grad, tuple(inputs) + tuple(grad_outputs), eps=eps, atol=atol,

@@ -363,7 +363,10 @@ def _to_copy(xp, self: "Tensor", dtype):
 
 @_to_copy.def_backward
 def _(ctx, g):
-    return g.to(ctx.self.dtype)
+    dt = ctx.self.dtype
+    if g.is_complex() and not dt.is_complex:
+        g = g.real  # the gradient of a real input is the real part
+    return g.to(dt)
 
 
 def _parse_to(args, kwargs):
