@@ -46,6 +46,17 @@ def _float_formatter(a: np.ndarray):
     return lambda x: _special(x) or f"{x:.{p}f}"
 
 
+def _shown(a: np.ndarray) -> np.ndarray:
+    """The elements the repr will print (edges only when summarised)."""
+    if a.size <= _opts["threshold"]:
+        return a.reshape(-1)
+    e = _opts["edgeitems"]
+    for d in range(a.ndim):
+        if a.shape[d] > 2 * e:
+            a = np.concatenate([np.take(a, range(e), d), np.take(a, range(-e, 0), d)], d)
+    return a.reshape(-1)
+
+
 def _special(x) -> str | None:
     if np.isnan(x):
         return "nan"
@@ -60,8 +71,9 @@ def _body(a: np.ndarray, dtype, indent: int) -> str:
     summarize = a.size > _opts["threshold"]
     if dtype.is_floating_point:
         a = a.astype(np.float64)
-        fmt = _float_formatter(a[:0] if a.size == 0 else a)
-        formatter = {"float_kind": fmt}
+        fmt = _float_formatter(_shown(a))  # PyTorch formats from the printed elements
+        width = max((len(fmt(v)) for v in _shown(a)), default=0)
+        formatter = {"float_kind": lambda v: fmt(v).rjust(width)}  # PyTorch aligns columns
     elif dtype.is_complex:
         p = _opts["precision"]
         formatter = {"complex_kind": lambda z: f"{z.real:.{p}f}{z.imag:+.{p}f}j"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .bind import tensor_method
 from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, alias_all, op
 
 PW = ("pointwise",)
@@ -251,9 +252,9 @@ alias_all({"arctan2": "atan2"})
 def _tie_split(ctx, g, pick_input):
     a, b = ctx.input, ctx.other
     half = g / 2
-    ga = g.where(pick_input, _zeros(g)).where(a != b, half)
-    gb = g.where(~pick_input, _zeros(g)).where(a != b, half)
-    return ga, gb
+    z = _zeros(g)
+    ties = a == b
+    return where(ties, half, where(pick_input, g, z)), where(ties, half, where(pick_input, z, g))
 
 
 @op(tags=PW, promote=DEFAULT, saves=("input", "other"))
@@ -457,7 +458,13 @@ def _torch_name(npdt):
 def _(ctx, g):
     c = ctx.condition
     z = _zeros(g)
-    return None, g.where(c, z), z.where(c, g)
+    return None, where(c, g, z), where(c, z, g)
+
+
+@tensor_method("where")
+def _where_method(self, condition, other):
+    """``x.where(condition, y)`` is ``where(condition, x, y)``."""
+    return where(condition, self, other)
 
 
 @op(tags=PW, promote=DEFAULT, inplace=True, saves=("input", "min", "max"))

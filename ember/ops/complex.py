@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as D
+from .bind import tensor_method
 from .registry import INT_TO_FLOAT, op
 
 PW = ("pointwise",)
@@ -60,6 +61,11 @@ def imag(xp, input: "Tensor"):
 @imag.def_backward
 def _(ctx, g):
     return g * 1j
+
+
+# PyTorch exposes real and imag as Tensor properties, not methods
+tensor_method("real")(property(lambda self: real(self)))
+tensor_method("imag")(property(lambda self: imag(self)))
 
 
 @op(tags=PW, promote=INT_TO_FLOAT, saves=("input",))

@@ -128,8 +128,8 @@ for _name, _spec in UNARY.items():
 
 
 # ---------------------------------------------------------------------- the rest, one by one
-@op(tags=POINTWISE, promote=DEFAULT, inplace=True, saves=("input",))
-def abs(xp, input: "Tensor"):
+@op(tags=POINTWISE, inplace=True, saves=("input",))
+def abs(xp, input: "Tensor"):  # no promotion: complex input gives a real result
     if input.dtype == np.bool_:
         raise RuntimeError("\"abs_cpu\" not implemented for 'Bool'")
     return xp.abs(input)
