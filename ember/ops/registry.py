@@ -345,6 +345,10 @@ def write_inplace(self: Tensor, result: Tensor, name: str) -> Tensor:
     if result._data.shape != self._data.shape:
         raise RuntimeError(f"{name}(): output with shape {list(self._data.shape)} doesn't match "
                            f"the broadcast shape {list(result._data.shape)}")
+    if not self._data.flags.writeable:  # an expanded view: several elements share memory
+        raise RuntimeError(f"{name}(): unsupported operation: more than one element of the "
+                           "written-to tensor refers to a single memory location. Please clone()"
+                           " the tensor before performing the operation.")
     tracked = _grad_state.enabled and (result.grad_fn is not None or self.grad_fn is not None)
     if tracked and result.grad_fn is not None:
         engine.snapshot_saved(result.grad_fn, self)
