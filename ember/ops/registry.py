@@ -38,6 +38,11 @@ ALWAYS_BOOL = "always_bool"  # compute in the promoted type, return bool
 NO_PROMOTE = None
 
 _HALF = (D.float16, D.bfloat16)
+
+# The compiler's capture hook. While a trace is active, TRACE[0] is a callable
+# ``handler(op, args, kwargs, mode)`` (mode: "call", "inplace" or "out") that receives every
+# op call instead of the eager path. One list lookup per call when no trace runs.
+TRACE: list = [None]
 _NP_FROM = D._FROM_NP
 
 
@@ -162,6 +167,9 @@ class OpDef:
 
     def __call__(self, *args, **kwargs):
         """Run the op on tensors and Python values (the public function ``ember.<name>``)."""
+        hook = TRACE[0]
+        if hook is not None:
+            return hook(self, args, kwargs, "call")
         if kwargs:
             if "out" in kwargs:
                 if not self.has_out:
@@ -332,6 +340,9 @@ def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
     """``x.<op>_(...)``: run the op out of place, then write the result into ``x``."""
     if not isinstance(self, Tensor):
         raise TypeError(f"{op.name}_(): expected a Tensor as self")
+    hook = TRACE[0]
+    if hook is not None:
+        return hook(op, (self,) + tuple(args), kwargs, "inplace")
     if _grad_state.enabled:
         engine.check_inplace(self)
     result = op(self, *args, **kwargs)
