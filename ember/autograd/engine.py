@@ -224,7 +224,8 @@ class OpNode(Node):
 def _conform(node, grads):
     """Cast gradients to their input's dtype and sum broadcast dims (pointwise ops)."""
     for k, (g, m) in enumerate(zip(grads, node.in_meta)):
-        if g is None:
+        if g is None or node.edges[k] is None:
+            grads[k] = None  # nothing upstream wants it
             continue
         shape, dtype = m
         if g.shape != shape:

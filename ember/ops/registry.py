@@ -331,6 +331,10 @@ def write_out(op: OpDef, out, result):
                            f"desired output type {D.TYPE_NAME[out._dtype]}")
     if out._data.shape != result._data.shape:
         out._data = np.empty(result._data.shape, out._dtype.np)
+    elif not out._data.flags.writeable:
+        raise RuntimeError(f"{op.name}(): unsupported operation: more than one element of the "
+                           "written-to tensor refers to a single memory location. Please clone()"
+                           " the tensor before performing the operation.")
     np.copyto(out._data, result._data, casting="unsafe")
     out._bump()
     return out

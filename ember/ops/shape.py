@@ -1,20 +1,36 @@
 """Views and shape ops. A view's impl returns a numpy view of its input, and the table's
-``view=True`` makes the result share the input's storage and version counter."""
+``view=True`` makes the result share the input's storage and version counter.
+
+Views that select part of their input (``narrow``, ``select``, ``diagonal``, ``unfold``,
+``as_strided``) share one backward: ``_view_grad`` writes the gradient into zeros of the input's
+shape at the positions the view reads, and ``_view_take`` (its own backward) reads them back.
+Multi-output views (``split``, ``unbind``, ...) live in joining.py beside ``cat``/``stack``.
+"""
 
 from __future__ import annotations
 
 import numbers
+import operator
+import warnings
 
 import numpy as np
 
-from .._tensor import _wrap_dim
+from .. import _dtype as D
+from .._tensor import Size, Tensor, _root, _wrap_dim
 from .bind import tensor_method
-from .registry import alias_all, op
+from .registry import OPS, alias_all, broadcast_error, op
 
-PUBLIC = ["broadcast_to"]
+PUBLIC = ["broadcast_to", "as_strided", "broadcast_shapes", "broadcast_tensors"]
 
 
 def wrap_dim(dim, ndim):
+    return _wrap_dim(dim, ndim)
+
+
+def wrap_dim_nonscalar(dim: int, ndim: int) -> int:
+    """``wrap_dim`` for ops that PyTorch refuses on 0-d tensors with its own message."""
+    if ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     return _wrap_dim(dim, ndim)
 
 
@@ -25,42 +41,69 @@ def _sizes(size) -> tuple:
         if not isinstance(s, numbers.Integral) and not hasattr(s, "__index__"):
             raise TypeError(f"expected a sequence of integers for the shape, but got an element "
                             f"of type {type(s).__name__}")
-    return tuple(int(s) for s in size)
+    return tuple(operator.index(s) for s in size)
+
+
+def _int_list(values, opname: str, argname: str, pos: int) -> tuple:
+    """A ``int[]`` argument as PyTorch's parser takes it: a sequence of ints (0-d integer
+    tensors count as ints), never a bare int."""
+    if not isinstance(values, (tuple, list)):
+        raise TypeError(f"{opname}(): argument '{argname}' (position {pos}) must be tuple of "
+                        f"ints, not {type(values).__name__}")
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not hasattr(v, "__index__"):
+            raise TypeError(f"{opname}(): argument '{argname}' (position {pos}) must be tuple "
+                            f"of ints, but found element of type {type(v).__name__} at pos {i}")
+        out.append(operator.index(v))
+    return tuple(out)
+
+
+def _type_name(a) -> str:
+    return D.TYPE_NAME[D.from_np(a.dtype)]
 
 
 def infer_size(shape, numel: int) -> tuple:
     """Resolve one -1 in ``shape`` against ``numel`` with PyTorch's errors."""
     shape = list(shape)
-    neg = [i for i, s in enumerate(shape) if s == -1]
-    if len(neg) > 1:
-        raise RuntimeError("only one dimension can be inferred")
-    for s in shape:
-        if s < -1:
-            raise RuntimeError(f"invalid shape dimension {s}")
+    infer = None
     known = 1
-    for s in shape:
-        if s != -1:
+    for i, s in enumerate(shape):
+        if s == -1:
+            if infer is not None:
+                raise RuntimeError("only one dimension can be inferred")
+            infer = i
+        elif s >= 0:
             known *= s
-    if neg:
-        if known == 0 or numel % known:
-            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-        shape[neg[0]] = numel // known
-    elif known != numel:
-        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
-    return tuple(shape)
+        else:
+            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {shape}")
+    if numel == known or (infer is not None and known > 0 and numel % known == 0):
+        if infer is not None:
+            if known == 0:
+                raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {shape} "
+                                   "because the unspecified dimension size -1 can be any value "
+                                   "and is ambiguous")
+            shape[infer] = numel // known
+        return tuple(shape)
+    raise RuntimeError(f"shape '{shape}' is invalid for input of size {numel}")
+
+
+def _reshape_view(a: np.ndarray, shape) -> np.ndarray | None:
+    """``a`` reshaped without copying, or None when its strides do not allow it."""
+    try:
+        return np.reshape(a, shape, copy=False)
+    except ValueError:
+        return None
 
 
 # ---------------------------------------------------------------------- view / reshape
 @op(view=True, method=False, function=False, out=False)
 def view(xp, self: "Tensor", shape):
-    shape = infer_size(shape, self.size)
-    v = self.view()
-    try:
-        v.shape = shape
-    except AttributeError:
+    v = _reshape_view(self, infer_size(shape, self.size))
+    if v is None:
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
                            "least one dimension spans across two contiguous subspaces). Use "
-                           ".reshape(...) instead.") from None
+                           ".reshape(...) instead.")
     return v
 
 
@@ -71,27 +114,45 @@ def _(ctx, g):
 
 @tensor_method("view")
 def _view_method(self, *shape, dtype=None):
-    if len(shape) == 1 and not isinstance(shape[0], (tuple, list, numbers.Integral)):
+    if dtype is not None:
+        return view_dtype(self, dtype)
+    if len(shape) == 1 and isinstance(shape[0], D.dtype):
         return view_dtype(self, shape[0])
     return view(self, _sizes(shape))
 
 
 @op(view=True, method=False, function=False, out=False, differentiable=False)
 def view_dtype(xp, self: "Tensor", dtype):
-    if self.dtype.itemsize != dtype.itemsize and self.ndim and not self.flags.c_contiguous:
-        raise RuntimeError("self.stride(-1) must be 1 to view ScalarType with a different size")
+    old, new = self.dtype.itemsize, dtype.itemsize
+    if old != new:
+        what = f"view {_type_name(self)} as {D.TYPE_NAME[dtype]} (different element sizes)"
+        if self.ndim == 0:
+            raise RuntimeError(f"self.dim() cannot be 0 to {what}")
+        st = _elem_strides(self)
+        if st[-1] != 1 and self.shape[-1] != 1:
+            raise RuntimeError(f"self.stride(-1) must be 1 to {what}, but got {st[-1]}")
+        if new > old:
+            ratio = new // old
+            if self.shape[-1] % ratio:
+                raise RuntimeError(f"self.size(-1) must be divisible by {ratio} to {what}, but "
+                                   f"got {self.shape[-1]}")
+            off = _storage_offset(self)
+            if off % ratio:
+                raise RuntimeError(f"self.storage_offset() must be divisible by {ratio} to "
+                                   f"{what}, but got {off}")
+            for i, s in enumerate(st[:-1]):
+                if s % ratio:
+                    raise RuntimeError(f"self.stride({i}) must be divisible by {ratio} to "
+                                       f"{what}, but got {s}")
     return self.view(dtype.np)
 
 
 @op(view="maybe", out=False, method=False)
 def reshape(xp, input: "Tensor", shape):
+    _int_list(shape, "reshape", "shape", 2)
     shape = infer_size(_sizes((shape,)), input.size)
-    v = input.view()
-    try:
-        v.shape = shape
-        return v
-    except AttributeError:
-        return input.reshape(shape)
+    v = _reshape_view(input, shape)
+    return v if v is not None else input.reshape(shape)
 
 
 @reshape.def_backward
@@ -115,27 +176,37 @@ def reshape_as(self, other):
 
 
 # ---------------------------------------------------------------------- expand
-@op(view=True, method=False, out=False)
+@op(view=True, method=False, function=False, out=False)
 def expand(xp, input: "Tensor", size, *, implicit=False):
     size = list(size)
     nd = input.ndim
     if len(size) < nd:
-        raise RuntimeError(f"expand(torch.FloatTensor{{{list(input.shape)}}}, size={size}): the "
-                           "number of sizes provided (" + str(len(size)) + ") must be greater "
-                           "or equal to the number of dimensions in the tensor (" + str(nd) + ")")
+        raise RuntimeError(f"expand(torch.{_type_name(input)}Tensor{{{list(input.shape)}}}, "
+                           f"size={size}): the number of sizes provided ({len(size)}) must be "
+                           f"greater or equal to the number of dimensions in the tensor ({nd})")
     lead = len(size) - nd
+    target = list(size)
     for i, s in enumerate(size):
-        if s == -1:
-            if i < lead:
+        if i < lead:
+            if s == -1:
                 raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a "
                                    f"leading, non-existing dimension {i}")
-            size[i] = input.shape[i - lead]
-        elif i >= lead and input.shape[i - lead] not in (1, s):
+        elif s == -1:
+            target[i] = input.shape[i - lead]
+        elif input.shape[i - lead] not in (1, s):
             raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing "
                                f"size ({input.shape[i - lead]}) at non-singleton dimension {i}. "
-                               f" Target sizes: {list(size)}.  Tensor sizes: "
-                               f"{list(input.shape)}")
-    return xp.broadcast_to(input, tuple(size))
+                               f" Target sizes: {size}.  Tensor sizes: {list(input.shape)}")
+    if any(s < 0 for s in target):
+        raise RuntimeError("numel: integer multiplication overflow")
+    target = tuple(target)
+    # An expansion that repeats no element is an ordinary (writable) view; one that does is
+    # read-only, so a write through it cannot silently hit one element several times.
+    if input.size == int(np.prod(target)):
+        v = _reshape_view(input, target)
+        if v is not None:
+            return v
+    return xp.broadcast_to(input, target)
 
 
 @expand.def_backward
@@ -153,8 +224,12 @@ def expand_as(self, other):
     return expand(self, tuple(other.shape))
 
 
-def broadcast_to(input, size):
+def broadcast_to(input: Tensor, size) -> Tensor:
+    """``broadcast_to(input, size)``: ``input.expand(size)``."""
     return expand(input, _sizes((size,)))
+
+
+tensor_method("broadcast_to")(broadcast_to)
 
 
 # ---------------------------------------------------------------------- permutations
@@ -213,10 +288,14 @@ def _(ctx, g):
     return g.t()
 
 
-@op(view=True, out=False)
+# complex input: numpy has no lazy conjugation, so the result is a conjugated copy
+@op(view="maybe", out=False)
 def adjoint(xp, input: "Tensor"):
-    return xp.conj(xp.swapaxes(input, -1, -2)) if input.dtype.kind == "c" else \
-        xp.swapaxes(input, -1, -2)
+    if input.ndim < 2:
+        raise RuntimeError("tensor.adjoint() is only supported on matrices or batches of "
+                           f"matrices. Got {input.ndim}-D tensor.")
+    m = xp.swapaxes(input, -1, -2)
+    return xp.conj(m) if input.dtype.kind == "c" else m
 
 
 @adjoint.def_backward
@@ -225,12 +304,15 @@ def _(ctx, g):
 
 
 def _T(self):
-    if self.ndim not in (0, 2):
-        import warnings
+    if self.ndim == 0:
+        warnings.warn("Tensor.T is deprecated on 0-D tensors. This function is the identity in "
+                      "these cases.", stacklevel=2)
+    elif self.ndim != 2:
         warnings.warn("The use of `x.T` on tensors of dimension other than 2 to reverse their "
                       "shape is deprecated and it will throw an error in a future release. "
                       "Consider `x.mT` to transpose batches of matrices or `x.permute(*torch."
-                      "arange(x.ndim - 1, -1, -1))` to reverse the dimensions of a tensor.")
+                      "arange(x.ndim - 1, -1, -1))` to reverse the dimensions of a tensor.",
+                      stacklevel=2)
     return permute(self, tuple(range(self.ndim - 1, -1, -1)))
 
 
@@ -242,7 +324,15 @@ def _mT(self):
 
 
 def _H(self):
-    return _T(self).conj() if self.ndim == 2 else _T(self)
+    if self.ndim == 0:
+        warnings.warn("Tensor.H is deprecated on 0-D tensors. Consider using x.conj().",
+                      stacklevel=2)
+        return self.conj()
+    if self.ndim != 2:
+        hint = ". For batches of matrices, consider using tensor.mH" if self.ndim > 2 else "."
+        raise RuntimeError("tensor.H is only supported on matrices (2-D tensors). Got "
+                           f"{self.ndim}-D tensor{hint}")
+    return adjoint(self)
 
 
 def _mH(self):
@@ -266,7 +356,11 @@ def movedim(xp, input: "Tensor", source, destination):
         raise RuntimeError(f"movedim: Invalid source or destination dims: source ({src} dims) "
                            f"should contain the same number of dims as destination ({dst} dims)")
     nd = input.ndim
-    return xp.moveaxis(input, [wrap_dim(s, nd) for s in src], [wrap_dim(d, nd) for d in dst])
+    ws, wd = [wrap_dim(s, nd) for s in src], [wrap_dim(d, nd) for d in dst]
+    for name, raw, wrapped in (("source", src, ws), ("destination", dst, wd)):
+        if len(set(wrapped)) != len(wrapped):
+            raise RuntimeError(f"movedim: repeated dim in `{name}` ({raw})")
+    return xp.moveaxis(input, ws, wd) if nd else input.view()
 
 
 @movedim.def_backward
@@ -296,7 +390,11 @@ def squeeze(xp, input: "Tensor", dim=None):
         axes = tuple(i for i, s in enumerate(input.shape) if s == 1)
     else:
         dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        axes = tuple(d for d in (wrap_dim(x, nd) for x in dims) if nd and input.shape[d] == 1)
+        wrapped = [wrap_dim(x, nd) for x in dims]
+        for w in wrapped:
+            if wrapped.count(w) > 1:
+                raise RuntimeError(f"dim {w} appears multiple times in the list of dims")
+        axes = tuple(d for d in wrapped if nd and input.shape[d] == 1)
     return xp.squeeze(input, axis=axes) if axes else input.view()
 
 
@@ -308,22 +406,14 @@ def _(ctx, g):
 @op(view="maybe", out=False)
 def flatten(xp, input: "Tensor", start_dim=0, end_dim=-1):
     nd = input.ndim
+    s, e = wrap_dim(start_dim, nd), wrap_dim(end_dim, nd)
     if nd == 0:
         return input.reshape(1)
-    s, e = wrap_dim(start_dim, nd), wrap_dim(end_dim, nd)
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     shape = input.shape[:s] + (int(np.prod(input.shape[s:e + 1])),) + input.shape[e + 1:]
-    return view.impl(xp, input, shape) if _viewable(input, shape) else input.reshape(shape)
-
-
-def _viewable(a, shape):
-    v = a.view()
-    try:
-        v.shape = shape
-        return True
-    except AttributeError:
-        return False
+    v = _reshape_view(input, shape)
+    return v if v is not None else input.reshape(shape)
 
 
 @flatten.def_backward
@@ -335,14 +425,363 @@ def _(ctx, g):
 def unflatten(xp, input: "Tensor", dim, sizes):
     nd = input.ndim
     d = wrap_dim(dim, nd)
-    sizes = tuple(sizes)
+    sizes = _sizes((tuple(sizes),))
     if not sizes:
         raise RuntimeError("unflatten: sizes must be non-empty")
-    sizes = infer_size(sizes, input.shape[d])
-    shape = input.shape[:d] + sizes + input.shape[d + 1:]
-    return view.impl(xp, input, shape) if _viewable(input, shape) else input.reshape(shape)
+    n = input.shape[d]
+    if sizes.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = int(np.prod([s for s in sizes if s != -1]))
+    if (known != n and -1 not in sizes) or (-1 in sizes and (known == 0 or n % known)):
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the "
+                           f"size of dim {d} ({n}) in the input tensor")
+    shape = input.shape[:d] + infer_size(sizes, n) + input.shape[d + 1:]
+    v = _reshape_view(input, shape)
+    return v if v is not None else input.reshape(shape)
 
 
 @unflatten.def_backward
 def _(ctx, g):
     return g.reshape(ctx.input.shape)
+
+
+# ---------------------------------------------------------------------- strided views
+def _elem_strides(a: np.ndarray) -> tuple:
+    isz = a.itemsize
+    return tuple(s // isz for s in a.strides)
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def _storage_offset(a: np.ndarray) -> int:
+    return (_ptr(a) - _ptr(_root(a))) // max(a.itemsize, 1)
+
+
+def _storage_bytes(a: np.ndarray) -> np.ndarray | None:
+    """The storage under ``a`` as a flat uint8 view starting where ``storage_offset`` counts
+    from, or None when the storage is not one dense block (then positions are ambiguous)."""
+    root = _root(a)
+    flat = root.reshape(-1) if root.flags.c_contiguous else root.ravel(order="K")
+    if flat.base is None and flat is not root or (flat.size and _ptr(flat) != _ptr(root)):
+        return None
+    return flat.view(np.uint8)
+
+
+def _strided_view(a: np.ndarray, shape, strides, offset: int | None = None) -> np.ndarray:
+    """A view of ``a``'s storage with ``shape`` and element ``strides`` starting ``offset``
+    elements into the storage (default: where ``a`` starts). Built over the storage array so
+    the view's ``.base`` chain leads back to it (``storage_offset``/``_base`` stay right)."""
+    isz = a.itemsize
+    buf = _storage_bytes(a)
+    if buf is None:
+        if offset is not None:
+            raise RuntimeError("as_strided: the input's storage is not one dense block")
+        return np.lib.stride_tricks.as_strided(a, shape, [s * isz for s in strides],
+                                               writeable=a.flags.writeable)
+    start = (_storage_offset(a) if offset is None else offset) * isz
+    if any(n == 0 for n in shape):
+        start = min(start, buf.size)
+    v = np.ndarray(tuple(shape), a.dtype, buffer=buf, offset=start,
+                   strides=tuple(s * isz for s in strides))
+    # like expand: a read-only input, or a view repeating one element along a dimension,
+    # refuses writes (PyTorch refuses writes to zero-stride dimensions)
+    if v.flags.writeable and (not a.flags.writeable or any(
+            s == 0 and n > 1 for n, s in zip(shape, strides))):
+        v.flags.writeable = False
+    return v
+
+
+@op(view=True, out=False)
+def narrow(xp, input: "Tensor", dim, start, length):
+    nd = input.ndim
+    if nd == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    d = wrap_dim(dim, nd)
+    if isinstance(start, Tensor) and (start.ndim != 0 or start.dtype.kind not in "iu"):
+        raise RuntimeError("start must be an 0-dim integral Tensor.")
+    start, length = operator.index(start), operator.index(length)
+    n = input.shape[d]
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got "
+                         f"{start})")
+    if start < 0:
+        start += n
+    if start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return input[(slice(None),) * d + (slice(start, start + length),)]
+
+
+@narrow.def_backward
+def _(ctx, g):
+    return _view_grad(g, ctx.input.shape, "narrow",
+                      (ctx.dim, operator.index(ctx.start), operator.index(ctx.length)))
+
+
+@op(view=True, out=False)
+def select(xp, input: "Tensor", dim, index):
+    nd = input.ndim
+    if nd == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = wrap_dim(dim, nd)
+    index = operator.index(index)
+    n = input.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(input.shape)} at dimension {d}")
+    return input[(slice(None),) * d + (index, Ellipsis)]
+
+
+@select.def_backward
+def _(ctx, g):
+    return _view_grad(g, ctx.input.shape, "select", (ctx.dim, operator.index(ctx.index)))
+
+
+@op(view=True, out=False)
+def diagonal(xp, input: "Tensor", offset=0, dim1=0, dim2=1):
+    nd = input.ndim
+    a, b = wrap_dim(dim1, nd), wrap_dim(dim2, nd)
+    if a == b:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    d = xp.diagonal(input, offset, a, b)
+    if input.flags.writeable:  # numpy hands out read-only diagonals; PyTorch's are writable
+        d.flags.writeable = True
+    return d
+
+
+@diagonal.def_backward
+def _(ctx, g):
+    return _view_grad(g, ctx.input.shape, "diagonal", (ctx.offset, ctx.dim1, ctx.dim2))
+
+
+@op("as_strided", view=True, out=False, function=False, method=False)
+def _as_strided(xp, input: "Tensor", size, stride, storage_offset=None, *, geometry=None):
+    size = _int_list(size, "as_strided", "size", 2)
+    stride = _int_list(stride, "as_strided", "stride", 3)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    if any(s < 0 for s in stride):
+        raise RuntimeError("as_strided: Negative strides are not supported at the moment, got "
+                           f"strides: {list(stride)}")
+    if any(s < 0 for s in size):
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)} and "
+                           f"strides={list(stride)}")
+    off = _storage_offset(input) if storage_offset is None else operator.index(storage_offset)
+    if off < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {off}")
+    buf = _storage_bytes(input)
+    isz = input.itemsize
+    need = 0 if 0 in size else off + 1 + sum((n - 1) * s for n, s in zip(size, stride))
+    have = (buf.size if buf is not None else input.nbytes)
+    if need * isz > have:
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
+                           f"offset {off}, and itemsize {isz} requiring a storage size of "
+                           f"{need * isz} are out of bounds for storage of size {have}")
+    return _strided_view(input, size, stride, off)
+
+
+@_as_strided.def_meta
+def _(input, size, stride, storage_offset=None, *, geometry=None):
+    return tuple(size), input.dtype
+
+
+@_as_strided.def_backward
+def _(ctx, g):
+    x = ctx.input
+    if ctx.geometry is None:  # called without the public wrapper: assume a contiguous input
+        st, acc = [], 1
+        for n in reversed(tuple(x.shape)):
+            st.append(acc)
+            acc *= max(n, 1)
+        in_stride, in_offset = tuple(reversed(st)), 0
+    else:
+        in_stride, in_offset = ctx.geometry
+    off = in_offset if ctx.storage_offset is None else ctx.storage_offset
+    return _view_grad(g, x.shape, "as_strided",
+                      (tuple(ctx.size), tuple(ctx.stride), off, in_stride, in_offset))
+
+
+def as_strided(input: Tensor, size, stride, storage_offset: int | None = None) -> Tensor:
+    """``as_strided(input, size, stride, storage_offset=None)``: a view of ``input``'s storage
+    with the given sizes and strides (in elements), starting ``storage_offset`` elements into
+    the storage (default: ``input.storage_offset()``)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"as_strided(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    return _as_strided(input, size, stride, storage_offset,
+                       geometry=(tuple(input.stride()), input.storage_offset()))
+
+
+tensor_method("as_strided")(as_strided)
+
+
+@op(view=True, out=False, function=False)
+def unfold(xp, input: "Tensor", dimension, size, step):
+    nd = input.ndim
+    d = wrap_dim(dimension, nd)
+    n = input.shape[d] if nd else 1
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    if size > n:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    if nd == 0:
+        return _strided_view(input, (size,), (1,))
+    st = _elem_strides(input)
+    shape = input.shape[:d] + ((n - size) // step + 1,) + input.shape[d + 1:] + (size,)
+    strides = st[:d] + (st[d] * step,) + st[d + 1:] + (st[d],)
+    return _strided_view(input, shape, strides)
+
+
+@unfold.def_backward
+def _(ctx, g):
+    return _view_grad(g, ctx.input.shape, "unfold", (ctx.dimension, ctx.size, ctx.step))
+
+
+# ---------------------------------------------------------------------- gradients of views
+# views whose elements are distinct input elements: their gradient is a plain write
+_DISJOINT = frozenset({"narrow", "select", "diagonal"})
+
+
+def _storage_index(shape, stride, offset) -> np.ndarray:
+    pos = np.full(tuple(shape), offset, np.int64)
+    for k, (n, s) in enumerate(zip(shape, stride)):
+        pos += (np.arange(n, dtype=np.int64) * s).reshape((-1,) + (1,) * (len(shape) - k - 1))
+    return pos
+
+
+def _positions(base_shape, view_name: str, args: tuple) -> np.ndarray:
+    """For each element of the view, the flat index of the input element it reads (-1: an
+    ``as_strided`` element outside the input's own elements)."""
+    n = int(np.prod(base_shape))
+    if view_name == "as_strided":
+        size, stride, offset, in_stride, in_offset = args
+        in_pos = _storage_index(base_shape, in_stride, in_offset).ravel()
+        out_pos = _storage_index(size, stride, offset)
+        span = max(int(in_pos.max(initial=-1)), int(out_pos.max(initial=-1))) + 1
+        owner = np.full(span, -1, np.int64)
+        owner[in_pos] = np.arange(n, dtype=np.int64)
+        return owner[out_pos]
+    idx = np.arange(n, dtype=np.int64).reshape(base_shape)
+    return np.array(OPS[view_name].impl(np, idx, *args))
+
+
+def _scatter_add(n: int, pos: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    pos, vals = pos.ravel(), vals.ravel()
+    keep = pos >= 0
+    if not keep.all():
+        pos, vals = pos[keep], vals[keep]
+    if vals.dtype.kind == "c":
+        return np.bincount(pos, vals.real, n) + 1j * np.bincount(pos, vals.imag, n)
+    return np.bincount(pos, vals.astype(np.float64, copy=False), n)
+
+
+@op(method=False, function=False, out=False)
+def _view_grad(xp, grad: "Tensor", base_shape, view_name, args):
+    """Zeros of ``base_shape`` with ``grad`` added at the positions view ``view_name`` reads."""
+    base_shape = tuple(base_shape)
+    if view_name in _DISJOINT:
+        z = xp.zeros(base_shape, grad.dtype)
+        OPS[view_name].impl(xp, z, *args)[...] = grad
+        return z
+    if view_name == "unfold" and base_shape:
+        return _unfold_grad(xp, grad, base_shape, *args)
+    n = int(np.prod(base_shape))
+    r = _scatter_add(n, _positions(base_shape, view_name, args), grad)
+    return r.astype(grad.dtype, copy=False).reshape(base_shape)
+
+
+def _unfold_grad(xp, grad, base_shape, dimension, size, step):
+    """Windows overlap when ``step < size``: add them back one slice at a time, looping over
+    whichever is fewer, the offsets within a window or the windows."""
+    d = wrap_dim(dimension, len(base_shape))
+    z = xp.zeros(base_shape, grad.dtype)
+    pre = (slice(None),) * d
+    count = grad.shape[d]
+    if size <= count:
+        for k in range(size):  # offset k of every window: input positions k, k+step, ...
+            z[pre + (slice(k, k + step * (count - 1) + 1, step),)] += grad[..., k]
+    else:
+        for i in range(count):  # window i covers input positions i*step ... i*step+size-1
+            z[pre + (slice(i * step, i * step + size),)] += xp.moveaxis(grad[pre + (i,)], -1, d)
+    return z
+
+
+@_view_grad.def_backward
+def _(ctx, g):
+    if ctx.view_name in _DISJOINT or ctx.view_name == "unfold":
+        return OPS[ctx.view_name](g, *ctx.args)
+    return _view_take(g, ctx.base_shape, ctx.view_name, ctx.args)
+
+
+@op(method=False, function=False, out=False)
+def _view_take(xp, input: "Tensor", base_shape, view_name, args):
+    """What view ``view_name`` reads from ``input``, as a new array (0 where it reads none)."""
+    pos = _positions(tuple(base_shape), view_name, args)
+    flat = input.reshape(-1)
+    out = flat[np.maximum(pos, 0)] if flat.size else np.zeros(pos.shape, input.dtype)
+    if (pos < 0).any():
+        out[pos < 0] = 0
+    return out
+
+
+@_view_take.def_backward
+def _(ctx, g):
+    return _view_grad(g, ctx.base_shape, ctx.view_name, ctx.args)
+
+
+# ---------------------------------------------------------------------- broadcasting
+def broadcast_shapes(*shapes) -> Size:
+    """``broadcast_shapes(*shapes)``: the shape tensors of these shapes broadcast to, without
+    making tensors. Each shape is an int or a sequence of ints."""
+    norm = []
+    for s in shapes:
+        if s is None:
+            s = ()
+        elif isinstance(s, numbers.Integral) and not isinstance(s, bool):
+            s = (int(s),)
+        elif isinstance(s, (tuple, list)):
+            for v in s:
+                if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                    raise TypeError(f"torch.Size() takes an iterable of 'int' (item "
+                                    f"{list(s).index(v)} is '{type(v).__name__}')")
+            s = tuple(int(v) for v in s)
+        else:
+            raise RuntimeError("Input shapes should be of type ints, a tuple of ints, or a list "
+                               f"of ints, got {s}")
+        norm.append(s)
+    result = [1] * max((len(s) for s in norm), default=0)
+    for k, s in enumerate(norm):
+        for i in range(-1, -len(s) - 1, -1):
+            if s[i] < 0:
+                raise ValueError("Attempting to broadcast a dimension with negative length!")
+            if s[i] == 1 or s[i] == result[i]:
+                continue
+            if result[i] != 1:
+                raise RuntimeError(f"Attempting to broadcast a dimension of length {s[i]} at "
+                                   f"{i}! Mismatching argument at index {k} had {s}; but "
+                                   f"expected shape should be broadcastable to {result}")
+            result[i] = s[i]
+    return Size(result)
+
+
+def check_tensors(tensors, argpos: int = 0) -> None:
+    for k, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {k} in argument {argpos}, but got "
+                            f"{type(t).__name__}")
+
+
+def broadcast_tensors(*tensors) -> tuple:
+    """``broadcast_tensors(*tensors)``: views of the tensors expanded to their common shape."""
+    check_tensors(tensors)
+    shapes = [tuple(t.shape) for t in tensors]
+    try:
+        shape = tuple(broadcast_shapes(*shapes))
+    except RuntimeError:
+        raise RuntimeError(broadcast_error(shapes)) from None
+    return tuple(expand(t, shape) for t in tensors)
