@@ -407,7 +407,7 @@ def _bitwise(name, fn):
     def impl(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
         for x in (input, other):
             if isinstance(x, np.ndarray) and x.dtype.kind in "fc":
-                raise RuntimeError(f"\"{name}_cpu\" not implemented for "
+                raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
                                    f"'{'Float' if x.dtype == np.float32 else 'Double'}'")
         return fn(xp, input, other)
     impl.__name__ = name

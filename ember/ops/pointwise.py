@@ -89,7 +89,7 @@ alias_all({"negative": "neg", "arcsin": "asin", "arccos": "acos", "arctan": "ata
 
 def _int_only(name, x):
     if x.dtype.kind in "fc":
-        raise RuntimeError(f"\"{name}_cpu\" not implemented for "
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
                            f"'{'Float' if x.dtype == np.float32 else str(x.dtype).capitalize()}'")
 
 
@@ -131,7 +131,7 @@ for _name, _spec in UNARY.items():
 @op(tags=POINTWISE, inplace=True, saves=("input",))
 def abs(xp, input: "Tensor"):  # no promotion: complex input gives a real result
     if input.dtype == np.bool_:
-        raise RuntimeError("\"abs_cpu\" not implemented for 'Bool'")
+        raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
     return xp.abs(input)
 
 

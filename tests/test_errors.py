@@ -1,0 +1,116 @@
+"""Bad input across the op families: ember raises PyTorch's exception type, with a message that
+names what was wrong (the op, or the offending shapes/values). Each case runs in both libraries;
+``says`` lists words ember's message must contain."""
+
+import pytest
+import torch
+
+import ember
+
+
+def t(lib, *shape, dtype="float32"):
+    return lib.ones(*shape, dtype=getattr(lib, dtype))
+
+
+CASES = {
+    # shapes that do not broadcast / match
+    "add broadcast": (lambda m: t(m, 2, 3) + t(m, 4), ["size of tensor a (3)", "(4)"]),
+    "mul broadcast": (lambda m: m.mul(t(m, 2, 3), t(m, 2, 2)), ["must match"]),
+    "where broadcast": (lambda m: m.where(t(m, 3, dtype="bool"), t(m, 2), t(m, 3)), ["size"]),
+    "mm shapes": (lambda m: m.mm(t(m, 2, 3), t(m, 4, 5)), ["2x3", "4x5"]),
+    "matmul 1d": (lambda m: m.matmul(t(m, 3), t(m, 4)), ["3", "4"]),
+    "bmm ndim": (lambda m: m.bmm(t(m, 2, 3), t(m, 3, 2)), ["3"]),
+    "cat sizes": (lambda m: m.cat([t(m, 2, 3), t(m, 2, 4)]), ["Sizes of tensors must match"]),
+    "stack sizes": (lambda m: m.stack([t(m, 2), t(m, 3)]), ["stack"]),
+    "view size": (lambda m: t(m, 2, 3).view(4), ["shape '[4]' is invalid for input of size 6"]),
+    "reshape two -1": (lambda m: t(m, 6).reshape(-1, -1), ["only one dimension can be inferred"]),
+    "view non-contiguous": (lambda m: t(m, 2, 3).t().view(6), ["view size is not compatible"]),
+    "expand": (lambda m: t(m, 2, 3).expand(4, 3), ["expanded size", "(4)", "(2)"]),
+    "inplace broadcast": (lambda m: t(m, 3).add_(t(m, 2, 3)), ["doesn't match the broadcast"]),
+    "masked_fill mask": (lambda m: t(m, 3).masked_fill(t(m, 4, dtype="bool"), 0), ["size"]),
+    "gather dims": (lambda m: m.gather(t(m, 2, 3), 1, m.zeros(2, dtype=m.int64)),
+                    ["Index tensor must have the same number of dimensions"]),
+    "conv channels": (lambda m: m.nn.functional.conv2d(t(m, 1, 4, 5, 5), t(m, 8, 3, 3, 3)),
+                      ["expected input", "3 channels", "4 channels"]),
+    "conv ndim": (lambda m: m.nn.functional.conv2d(t(m, 2, 3), t(m, 8, 3, 3, 3)),
+                  ["conv2d", "[2, 3]"]),
+    "linear shapes": (lambda m: m.nn.functional.linear(t(m, 2, 3), t(m, 4, 5)), ["2x3"]),
+    # bad dims
+    "sum dim": (lambda m: t(m, 2, 3).sum(dim=2), ["Dimension out of range", "got 2"]),
+    "softmax dim": (lambda m: m.softmax(t(m, 2, 3), dim=-3), ["Dimension out of range"]),
+    "transpose dim": (lambda m: t(m, 2, 3).transpose(0, 5), ["Dimension out of range"]),
+    "cat dim": (lambda m: m.cat([t(m, 2), t(m, 2)], dim=1), ["Dimension out of range"]),
+    "permute dims": (lambda m: t(m, 2, 3).permute(0, 0), ["permute"]),
+    "squeeze dim": (lambda m: t(m, 2, 3).squeeze(3), ["Dimension out of range"]),
+    "size dim": (lambda m: t(m, 2, 3).size(4), ["Dimension out of range"]),
+    "sum dup dims": (lambda m: t(m, 2, 3).sum(dim=(0, 0)), ["dim 0 appears multiple times"]),
+    # out-of-range indices
+    "getitem int": (lambda m: t(m, 3)[5], ["index 5 is out of bounds for dimension 0 with "
+                                           "size 3"]),
+    "getitem tensor": (lambda m: t(m, 3)[m.tensor([0, 7])], ["out of bounds"]),
+    "getitem too many": (lambda m: t(m, 3)[0, 0], ["too many indices"]),
+    "getitem neg step": (lambda m: t(m, 3)[::-1], ["step must be greater than zero"]),
+    "index_select": (lambda m: m.index_select(t(m, 3), 0, m.tensor([3])), ["out of range"]),
+    "embedding": (lambda m: m.nn.functional.embedding(m.tensor([5]), t(m, 3, 2)), ["range"]),
+    "cross_entropy target": (lambda m: m.nn.functional.cross_entropy(t(m, 2, 3),
+                                                                     m.tensor([0, 3])),
+                             ["out of bounds"]),
+    # wrong dtypes
+    "bool sub": (lambda m: t(m, 2, dtype="bool") - t(m, 2, dtype="bool"), ["Subtraction"]),
+    "bool neg": (lambda m: -t(m, 2, dtype="bool"), ["Negation"]),
+    "float bitwise": (lambda m: t(m, 2) & t(m, 2), ["bitwise_and"]),
+    "mean int": (lambda m: t(m, 2, dtype="int64").mean(), ["mean(): could not infer output "
+                                                           "dtype"]),
+    "int requires_grad": (lambda m: t(m, 2, dtype="int64").requires_grad_(), ["floating point"]),
+    "index float": (lambda m: t(m, 3)[m.tensor([0.5])], ["tensors used as indices must be"]),
+    "where cond dtype": (lambda m: m.where(t(m, 2), t(m, 2), t(m, 2)), ["where expected "
+                                                                         "condition"]),
+    "inplace cast": (lambda m: t(m, 2, dtype="int64").add_(t(m, 2)),
+                     ["result type Float can't be cast to the desired output type Long"]),
+    "mm dtypes": (lambda m: m.mm(t(m, 2, 2), t(m, 2, 2, dtype="float64")), ["dtype"]),
+    "int pow negative": (lambda m: m.tensor([2]) ** -1, ["Integers to negative integer powers"]),
+    "int div zero": (lambda m: m.tensor([2]) // 0, ["ZeroDivisionError"]),
+    # wrong argument types
+    "zeros str": (lambda m: m.zeros("a"), []),
+    "add str": (lambda m: m.add(t(m, 2), "x"), []),
+    "cat tensor": (lambda m: m.cat(t(m, 2)), []),
+    "tensor bad": (lambda m: m.tensor([[1, 2], [3]]), []),
+    "from_numpy list": (lambda m: m.from_numpy([1, 2]), ["expected np.ndarray"]),
+    # invalid sizes and values
+    "zeros negative": (lambda m: m.zeros(-1), ["negative dimension -1"]),
+    "randn negative": (lambda m: m.randn(2, -3), ["negative dimension"]),
+    "arange step 0": (lambda m: m.arange(0, 5, 0), ["step must be nonzero"]),
+    "randint empty range": (lambda m: m.randint(5, 5, (3,)), ["from=5 >= to=5"]),
+    "multinomial too many": (lambda m: m.multinomial(m.tensor([1.0, 2.0]), 3),
+                             ["cannot sample n_sample > prob_dist"]),
+    "dropout p": (lambda m: m.nn.functional.dropout(t(m, 2), p=1.5), ["dropout probability"]),
+    "clamp none": (lambda m: m.clamp(t(m, 2)), ["At least one of 'min' or 'max'"]),
+    "item many": (lambda m: t(m, 3).item(), ["3 elements cannot be converted to Scalar"]),
+    "bool many": (lambda m: bool(t(m, 3)), ["ambiguous"]),
+    "inv singular": (lambda m: m.linalg.inv(m.zeros(2, 2)), ["singular"]),
+    "cholesky not pd": (lambda m: m.linalg.cholesky(-t(m, 2, 2)), ["positive-definite"]),
+    "adam lr": (lambda m: m.optim.Adam([t(m, 2).requires_grad_()], lr=-1), ["learning rate"]),
+    "split size": (lambda m: t(m, 4).split([1, 2]), ["split_with_sizes"]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_like_torch(name):
+    fn, says = CASES[name]
+    with pytest.raises(Exception) as te:
+        fn(torch)
+    with pytest.raises(Exception) as ee:
+        fn(ember)
+    same = type(ee.value).__name__.lstrip("_") == type(te.value).__name__.lstrip("_")
+    assert same, (
+        f"ember raised {type(ee.value).__name__}: {ee.value}; torch raised "
+        f"{type(te.value).__name__}: {te.value}")
+    msg = str(ee.value)
+    assert msg, "the error has no message"
+    assert "numpy" not in msg.lower() and "ndarray" not in msg or name == "from_numpy list", msg
+    for word in says:
+        assert word in msg, f"{word!r} not in {msg!r}"
+
+
+def test_there_are_at_least_forty_cases():
+    assert len(CASES) >= 40
