@@ -23,9 +23,15 @@ _FREED = ("Trying to backward through the graph a second time (or directly acces
           "calling backward.")
 
 
+_TENSOR: list = []
+
+
 def _tensor_cls():
-    from .._tensor import Tensor
-    return Tensor
+    """The Tensor class (imported on first use: _tensor imports this package)."""
+    if not _TENSOR:
+        from .._tensor import Tensor
+        _TENSOR.append(Tensor)
+    return _TENSOR[0]
 
 
 # ---------------------------------------------------------------------- saved values
