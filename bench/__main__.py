@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ["ops"]
+SUITES = ["ops", "train"]
 
 
 def main(argv=None) -> None:

@@ -85,7 +85,7 @@ def _data_to_array(data, dtype: D.dtype | None) -> np.ndarray:
         dtype = _infer_dtype(data)
         if dtype is None:  # floats or complex: the default dtypes
             k = _max_kind(data)
-            dtype = D.get_default_dtype() if k == 3 else D.get_default_dtype().to_complex()
+            dtype = D.get_default_dtype().to_complex() if k == 4 else D.get_default_dtype()
     if isinstance(data, (list, tuple)):
         data = _unwrap_nested(data)
     try:
