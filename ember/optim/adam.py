@@ -3,6 +3,8 @@ tensor-valued lr/betas."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from .._tensor import Tensor
 from ..ops.creation import zeros_like
 from .. import _dtype as D
@@ -68,11 +70,15 @@ class Adam(Optimizer):
                     state["exp_avg_sq"] = zeros_like(p)
                     if amsgrad:
                         state["max_exp_avg_sq"] = zeros_like(p)
-                if maximize:
-                    g = -g
                 m, v = state["exp_avg"], state["exp_avg_sq"]
                 state["step"] += 1
                 t = state["step"].item()
+                if _fusable(p, g, group):
+                    _fused_update(p, g, m, v, state.get("max_exp_avg_sq"), t, lr, beta1,
+                                  beta2, eps, wd, decoupled, maximize)
+                    continue
+                if maximize:
+                    g = -g
                 if wd != 0:
                     if decoupled:
                         p.mul_(1 - lr * wd)
@@ -89,6 +95,42 @@ class Adam(Optimizer):
                 else:
                     denom = (v.sqrt() / bc2_sqrt).add_(eps)
                 p.addcdiv_(m, denom, value=-(lr / bc1))
+
+
+def _fusable(p, g, group) -> bool:
+    """The fused path: plain float32/float64 tensors and a step that is not differentiated."""
+    return (not group["differentiable"] and p.dtype in (D.float32, D.float64)
+            and g.dtype is p.dtype and not p.is_complex() and g.grad_fn is None)
+
+
+def _fused_update(p, g, m, v, vmax, t, lr, beta1, beta2, eps, wd, decoupled, maximize):
+    """One Adam step on the arrays in place, with the same arithmetic (and float rounding
+    order) as the op-by-op path: PyTorch's fused CPU Adam plays the same role."""
+    P, G, M, V = p._data, g._data, m._data, v._data
+    if maximize:
+        G = -G
+    if wd != 0:
+        if decoupled:
+            P *= 1 - lr * wd
+        else:
+            G = G + wd * P
+    M += (1 - beta1) * (G - M)  # lerp(m, g, 1 - beta1) with weight < 0.5
+    V *= beta2
+    V += (1 - beta2) * (G * G)
+    bc1 = 1 - beta1 ** t
+    bc2_sqrt = (1 - beta2 ** t) ** 0.5
+    if vmax is not None:
+        np.maximum(vmax._data, V, out=vmax._data)
+        vmax._bump()
+        V = vmax._data
+    denom = np.sqrt(V)
+    denom /= bc2_sqrt
+    denom += eps
+    step = M / denom
+    step *= -(lr / bc1)
+    P += step
+    for t_ in (p, m, v):
+        t_._bump()
 
 
 class AdamW(Adam):
