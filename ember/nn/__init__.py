@@ -1,7 +1,6 @@
 """ember.nn: modules, parameters, functional, init."""
 
+from . import functional, init, modules, utils  # noqa: F401
+from .modules import *
+from .modules import register_module_forward_hook, register_module_forward_pre_hook  # noqa: F401
 from .parameter import Buffer, Parameter  # noqa: F401
-from .modules import *  # noqa: F401,F403
-from .modules import Module, ModuleDict, ModuleList, ParameterDict, ParameterList  # noqa: F401
-from .modules import Sequential  # noqa: F401
-from . import functional, init, utils  # noqa: F401

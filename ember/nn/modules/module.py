@@ -11,10 +11,7 @@ from ..._tensor import Tensor
 from ...autograd.grad_mode import no_grad
 from ..parameter import Buffer, Parameter
 
-_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
-
-
-class _IncompatibleKeysRepr(_IncompatibleKeys):
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
     def __repr__(self):
         if not self.missing_keys and not self.unexpected_keys:
             return "<All keys matched successfully>"
@@ -264,8 +261,7 @@ class Module:
             raise KeyError(f'{kind} name can\'t be empty string ""')
         if "." in name:
             raise KeyError(f'{kind} name can\'t contain "."')
-        if hasattr(self, name) and name not in store and not (
-                name in self._parameters or name in self._buffers or name in self._modules):
+        if hasattr(self, name) and name not in store:
             raise KeyError(f"attribute '{name}' already exists")
 
     def get_submodule(self, target: str) -> Module:
@@ -283,15 +279,19 @@ class Module:
     def get_parameter(self, target: str) -> Parameter:
         mod_path, _, name = target.rpartition(".")
         mod = self.get_submodule(mod_path)
+        if not hasattr(mod, name):
+            raise AttributeError(f"{mod._get_name()} has no attribute `{name}`")
         if name not in mod._parameters:
-            raise AttributeError(f"{mod._get_name()} has no parameter `{name}`")
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
         return mod._parameters[name]
 
     def get_buffer(self, target: str) -> Tensor:
         mod_path, _, name = target.rpartition(".")
         mod = self.get_submodule(mod_path)
+        if not hasattr(mod, name):
+            raise AttributeError(f"{mod._get_name()} has no attribute `{name}`")
         if name not in mod._buffers:
-            raise AttributeError(f"{mod._get_name()} has no buffer `{name}`")
+            raise AttributeError(f"`{name}` is not a buffer")
         return mod._buffers[name]
 
     # ------------------------------------------------------------------ traversal
@@ -390,16 +390,19 @@ class Module:
         if recurse:
             for m in self.children():
                 m._apply(fn)
-        for key, p in self._parameters.items():
+        # the Parameter objects stay the same (only their data changes), as in PyTorch, so
+        # an optimizer built before .double()/.to() still holds the module's parameters
+        for p in self._parameters.values():
             if p is None:
                 continue
             with no_grad():
                 new = fn(p)
-            if new is not p:
-                np_ = Parameter(new, p.requires_grad)
+                if new is not p:
+                    p.data = new
                 if p.grad is not None:
-                    np_.grad = fn(p.grad)
-                self._parameters[key] = np_
+                    g = fn(p.grad)
+                    if g is not p.grad:
+                        p.grad.data = g
         for key, b in self._buffers.items():
             if b is not None:
                 self._buffers[key] = fn(b)
@@ -529,7 +532,8 @@ class Module:
                  error_msgs)
         persistent = {k: v for k, v in self._buffers.items()
                       if k not in self._non_persistent_buffers_set}
-        local = {**{k: v for k, v in self._parameters.items()}, **persistent}
+        local = {k: v for k, v in (*self._parameters.items(), *persistent.items())
+                 if v is not None}
         for name, param in local.items():
             key = prefix + name
             if key not in state_dict:
@@ -595,7 +599,7 @@ class Module:
             for name, child in module._modules.items():
                 if child is not None:
                     load(child, prefix + name + ".")
-            keys = _IncompatibleKeysRepr(missing, unexpected)
+            keys = _IncompatibleKeys(missing, unexpected)
             for hook in module._load_state_dict_post_hooks.values():
                 hook(module, keys)
 
@@ -610,7 +614,7 @@ class Module:
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {self._get_name()}:\n\t" +
                                "\n\t".join(errors))
-        return _IncompatibleKeysRepr(missing if strict else [], unexpected if strict else [])
+        return _IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------------ repr
     def _get_name(self) -> str:
