@@ -36,9 +36,8 @@ def _float_formatter(a: np.ndarray):
     nzmin = float(nz.min()) if nz.size else 0.0
     sci = _opts["sci_mode"]
     if sci is None:
-        sci = amax >= 1e8 or (nz.size and (nzmin < 1e-4 or amax / nzmin > 1000.0)) and not ints
-        if ints:
-            sci = amax >= 1e8
+        ratio = amax / nzmin if nz.size else 0.0
+        sci = amax >= 1e8 or ratio > 1000.0 or (not ints and nz.size and nzmin < 1e-4)
     if sci:
         return lambda x: _special(x) or f"{x:.{p}e}"
     if ints:
@@ -72,19 +71,22 @@ def _body(a: np.ndarray, dtype, indent: int) -> str:
     if dtype.is_floating_point:
         a = a.astype(np.float64)
         fmt = _float_formatter(_shown(a))  # PyTorch formats from the printed elements
-        width = max((len(fmt(v)) for v in _shown(a)), default=0)
+        shown = _shown(a)
+        width = max((len(fmt(v)) for v in shown[np.isfinite(shown)]), default=0)
         formatter = {"float_kind": lambda v: fmt(v).rjust(width)}  # PyTorch aligns columns
     elif dtype.is_complex:
         p = _opts["precision"]
         formatter = {"complex_kind": lambda z: f"{z.real:.{p}f}{z.imag:+.{p}f}j"}
     elif dtype is D.bool_:
-        formatter = {"bool": lambda b: "True" if b else "False"}
+        width = 5 if not a.all() else 4
+        formatter = {"bool": lambda b: ("True" if b else "False").rjust(width)}
     else:
         formatter = None
-    return np.array2string(a, separator=", ", formatter=formatter,
+    text = np.array2string(a, separator=", ", formatter=formatter,
                            threshold=_opts["threshold"] if summarize else a.size + 1,
                            edgeitems=_opts["edgeitems"], max_line_width=_opts["linewidth"],
                            prefix=" " * indent)
+    return text.replace(", ..., ", ",  ..., ")  # PyTorch's elision marker is " ..."
 
 
 def tensor_repr(t) -> str:
