@@ -1,0 +1,589 @@
+"""ember.nn.functional against torch.nn.functional: forward, backward, options, errors."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from oracle import assert_same, check, raises_like, rand, to_torch
+
+import ember
+import ember.nn.functional as EF
+
+TF = torch.nn.functional
+FLOATS = [ember.float32, ember.float64]
+HALVES = [ember.float16, ember.bfloat16]
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Random ops (dropout, rrelu, gumbel) draw from ember's generator: make runs repeatable."""
+    ember.manual_seed(0)
+
+
+def F(m):
+    """The functional module of library ``m`` (ember or torch)."""
+    return EF if m is ember else TF
+
+
+def fcheck(fn, *args, **kw):
+    """check() on ``fn(F, *args)`` written once for both libraries."""
+    return check(lambda m, *a: fn(F(m), *a), None, *args, **kw)
+
+
+def same_warnings(we, wt):
+    """The warnings ember gave are torch's (ember prints its Size as ember.Size)."""
+    assert [str(w.message) for w in we] == [str(w.message).replace("torch.", "ember.")
+                                            for w in wt]
+
+
+def fraises(fn, *args, match=None):
+    """Both libraries raise the same exception type on ``fn(F, *args)``."""
+    targs = to_torch(args)
+    return raises_like(lambda: fn(EF, *args), lambda: fn(TF, *targs), match)
+
+
+def longs(*values):
+    return ember.tensor(list(values), dtype=ember.int64)
+
+
+def test_functional_namespace():
+    for name in EF.__all__:
+        assert callable(getattr(EF, name)), name
+        assert hasattr(TF, name), f"ember.nn.functional.{name} is not a torch name"
+    for name in ["relu", "relu_", "selu", "selu_", "celu", "celu_", "rrelu", "rrelu_", "threshold",
+                 "threshold_", "hardshrink", "prelu", "softmax", "log_softmax", "logsumexp",
+                 "bilinear", "embedding", "embedding_renorm_", "dropout", "dropout_",
+                 "alpha_dropout", "feature_dropout", "feature_alpha_dropout", "batch_norm",
+                 "layer_norm", "native_layer_norm", "group_norm", "native_group_norm",
+                 "instance_norm", "rms_norm", "cosine_similarity", "pairwise_distance", "pdist",
+                 "cdist"]:
+        assert callable(getattr(ember, name)), f"ember.{name}"
+
+
+# ====================================================================== activations
+ACTS = [
+    ("relu", {}), ("relu6", {}), ("hardtanh", {}), ("hardtanh", {"min_val": -0.5, "max_val": 2.0}),
+    ("elu", {}), ("elu", {"alpha": 0.7}), ("selu", {}), ("celu", {"alpha": 1.3}),
+    ("leaky_relu", {}), ("leaky_relu", {"negative_slope": 0.2}), ("gelu", {}),
+    ("gelu", {"approximate": "tanh"}), ("silu", {}), ("mish", {}), ("softplus", {}),
+    ("softplus", {"beta": 2.0, "threshold": 1.5}), ("hardswish", {}), ("hardsigmoid", {}),
+    ("logsigmoid", {}), ("softsign", {}), ("tanhshrink", {}), ("hardshrink", {}),
+    ("hardshrink", {"lambd": 1.2}), ("softshrink", {}), ("softshrink", {"lambd": 0.3}),
+    ("threshold", {"threshold": 0.5, "value": -2.0}), ("sigmoid", {}), ("tanh", {}),
+    ("rrelu", {}), ("rrelu", {"lower": 0.2, "upper": 0.4}),
+]
+INPLACE = [(n, kw) for n, kw in ACTS if n in ("relu", "relu6", "hardtanh", "elu", "selu", "celu",
+                                               "leaky_relu", "silu", "mish", "hardswish",
+                                               "hardsigmoid", "threshold", "rrelu")]
+ACT_IDS = [f"{n}-{'-'.join(map(str, kw.values()))}" for n, kw in ACTS]
+
+
+@pytest.mark.parametrize("name,kw", ACTS, ids=ACT_IDS)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(3, 5), (), (0, 4), (2, 3, 4)])
+def test_activation(name, kw, dtype, shape):
+    x = rand(*shape, dtype=dtype, requires_grad=True, low=-4, high=4)
+    fcheck(lambda f, x: getattr(f, name)(x, **kw), x)
+
+
+# every kink of the table's functions, plus NaN and +-inf (gelu, silu, mish: torch returns NaN
+# at +-inf from its vectorised kernel, so they get the finite points only)
+KINKS = [-6.0, -3.0, -1.3, -1.0, -0.5, -0.3, 0.0, 0.3, 0.5, 1.0, 1.2, 1.3, 1.5, 2.0, 3.0, 6.0]
+SPECIAL = [math.nan, math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("name,kw", ACTS, ids=ACT_IDS)
+def test_activation_kinks_and_specials(name, kw):
+    pts = KINKS + ([] if name in ("gelu", "silu", "mish") else SPECIAL)
+    x = ember.tensor(pts, dtype=ember.float64, requires_grad=True)
+    fcheck(lambda f, x: getattr(f, name)(x, **kw), x)
+
+
+@pytest.mark.parametrize("name,kw", ACTS, ids=ACT_IDS)
+@pytest.mark.parametrize("dtype", HALVES)
+def test_activation_half(name, kw, dtype):
+    x = rand(4, 6, dtype=dtype, low=-4, high=4)
+    fcheck(lambda f, x: getattr(f, name)(x, **kw), x, grad=False)
+
+
+@pytest.mark.parametrize("name,kw", INPLACE)
+def test_activation_inplace(name, kw):
+    a = rand(4, 5, dtype=ember.float64, requires_grad=True, low=-3, high=3)
+
+    def fn(f, a):
+        x = a * 1.0
+        y = getattr(f, name)(x, inplace=True, **kw)
+        assert y is x
+        return y
+    fcheck(fn, a)
+
+
+@pytest.mark.parametrize("name", ["relu_", "elu_", "selu_", "celu_", "leaky_relu_", "hardtanh_",
+                                  "rrelu_"])
+def test_activation_underscore(name):
+    a = rand(4, 5, dtype=ember.float64, requires_grad=True)
+    fcheck(lambda f, a: getattr(f, name)(a * 1.0), a)
+
+
+def test_activation_noncontiguous():
+    x = rand(4, 6, dtype=ember.float64, noncontig=True).requires_grad_()
+    for name, kw in ACTS:
+        fcheck(lambda f, x, name=name, kw=kw: getattr(f, name)(x, **kw), x)
+
+
+@pytest.mark.parametrize("name,kw", [("relu", {}), ("relu6", {}), ("hardtanh", {}),
+                                     ("threshold", {"threshold": 1, "value": 20})])
+def test_activation_ints(name, kw):
+    x = rand(3, 4, dtype=ember.int64)
+    fcheck(lambda f, x: getattr(f, name)(x, **kw), x)
+
+
+@pytest.mark.parametrize("name", ["leaky_relu", "elu", "gelu", "softplus", "silu", "hardswish",
+                                  "mish", "logsigmoid"])
+def test_activation_float_only(name):
+    fraises(lambda f, x: getattr(f, name)(x), rand(3, dtype=ember.int64),
+            match="not implemented for 'Long'")
+
+
+@pytest.mark.parametrize("fn,match", [
+    (lambda f, x: f.gelu(x, approximate="foo"), "approximate argument must be"),
+    (lambda f, x: f.hardtanh(x, 2.0, 1.0), "min_val cannot be greater than max_val"),
+    (lambda f, x: f.softshrink(x, -1.0), "lambda must be in range"),
+    (lambda f, x: f.rrelu(x, 0.5, 0.1), "Lower bound should be less than or equal"),
+])
+def test_activation_errors(fn, match):
+    fraises(fn, rand(3, 5), match=match)
+
+
+def test_torch_namespace_activations():
+    x = rand(3, 4, dtype=ember.float64, requires_grad=True)
+    for fn in [lambda m, x: m.relu(x), lambda m, x: x.relu(), lambda m, x: m.selu(x),
+               lambda m, x: m.celu(x, 0.5), lambda m, x: m.threshold(x, 0.1, 3.0),
+               lambda m, x: m.hardshrink(x, 0.4), lambda m, x: x.hardshrink(),
+               lambda m, x: m.rrelu(x), lambda m, x: m.relu_(x * 1),
+               lambda m, x: m.selu_(x * 1), lambda m, x: m.celu_(x * 1),
+               lambda m, x: m.threshold_(x * 1, 0.0, -1.0), lambda m, x: (x * 1).relu_()]:
+        check(fn, None, x)
+
+
+def test_rrelu_training():
+    x = rand(2000, dtype=ember.float64, requires_grad=True)
+    y = EF.rrelu(x, 0.1, 0.3, training=True)
+    slope = (y / x).detach().numpy()
+    neg = x.detach().numpy() < 0
+    assert np.all(slope[~neg] == 1)
+    assert 0.1 <= slope[neg].min() and slope[neg].max() <= 0.3 and slope[neg].std() > 0.03
+    y.backward(ember.ones_like(y))
+    np.testing.assert_allclose(x.grad.numpy(), slope)
+
+
+PRELU = [((3, 5), (5,)), ((3, 5), (1,)), ((2, 4, 3, 3), (4,)), ((5,), (1,)), ((), (1,)),
+         ((2, 3, 4), ())]
+
+
+@pytest.mark.parametrize("xs,ws", PRELU)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_prelu(xs, ws, dtype):
+    x = rand(*xs, dtype=dtype, requires_grad=True)
+    w = rand(*ws, dtype=dtype, requires_grad=True, seed=3)
+    fcheck(lambda f, x, w: f.prelu(x, w), x, w)
+    check(lambda m, x, w: x.prelu(w), None, x, w)
+
+
+@pytest.mark.parametrize("xs,ws", [((3, 5), (3,)), ((5,), (5,)), ((3, 5), (1, 5))])
+def test_prelu_errors(xs, ws):
+    fraises(lambda f, x, w: f.prelu(x, w), rand(*xs), rand(*ws))
+
+
+@pytest.mark.parametrize("shape,dim", [((3, 4), -1), ((4, 3), 0), ((2, 6, 2), 1), ((2,), 0)])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_glu(shape, dim, dtype):
+    fcheck(lambda f, x: f.glu(x, dim), rand(*shape, dtype=dtype, requires_grad=True))
+
+
+@pytest.mark.parametrize("shape,dim", [((3, 5), 1), ((3, 4), 2), ((), -1)])
+def test_glu_errors(shape, dim):
+    fraises(lambda f, x: f.glu(x, dim), rand(*shape))
+
+
+# ====================================================================== softmax family
+SOFTMAX_SHAPES = [((3, 5), 1), ((3, 5), 0), ((2, 3, 4), -1), ((4,), 0), ((), 0), ((0, 3), 1),
+                  ((3, 0), 1)]
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "softmin"])
+@pytest.mark.parametrize("shape,dim", SOFTMAX_SHAPES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_softmax(name, shape, dim, dtype):
+    x = rand(*shape, dtype=dtype, requires_grad=True, low=-5, high=5)
+    fcheck(lambda f, x: getattr(f, name)(x, dim), x)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_namespace_and_dtype(name):
+    x = rand(3, 4, requires_grad=True)
+    check(lambda m, x: getattr(m, name)(x, 1), None, x)
+    check(lambda m, x: getattr(x, name)(-1), None, x)
+    check(lambda m, x: getattr(m, name)(x, 0, dtype=m.float64), None, x)
+    check(lambda m, x: getattr(F(m), name)(x, 0, dtype=m.float64), None, x)
+    check(lambda m, x: getattr(m, name)(x, 0, dtype=m.float64), None, rand(3, dtype=ember.int64))
+    fraises(lambda f, x: getattr(f, name)(x, 0), rand(3, dtype=ember.int64),
+            match="not implemented for 'Long'")
+    fraises(lambda f, x: getattr(f, name)(x, 2), x, match="Dimension out of range")
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "softmin"])
+@pytest.mark.parametrize("ndim", [0, 1, 2, 3, 4])
+def test_softmax_implicit_dim(name, ndim):
+    x = rand(*(2,) * ndim, dtype=ember.float64)
+    with warnings.catch_warnings(record=True) as we:
+        warnings.simplefilter("always")
+        out_e = getattr(EF, name)(x)
+    with warnings.catch_warnings(record=True) as wt:
+        warnings.simplefilter("always")
+        out_t = getattr(TF, name)(to_torch(x))
+    assert_same(out_e, out_t)
+    same_warnings(we, wt)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", HALVES)
+def test_softmax_half(name, dtype):
+    fcheck(lambda f, x: getattr(f, name)(x, -1), rand(3, 7, dtype=dtype), grad=False)
+
+
+SPECIAL_ROWS = [[1000.0, 1001.0, -1000.0], [-math.inf, 0.0, 1.0], [math.inf, 1.0, 2.0],
+                [-math.inf, -math.inf, -math.inf], [math.nan, 1.0, 2.0], [-1e30, 1e30, 0.0]]
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_stable(name):
+    x = ember.tensor(SPECIAL_ROWS, dtype=ember.float64, requires_grad=True)
+    fcheck(lambda f, x: getattr(f, name)(x, 1), x)
+
+
+LSE = [((3, 5), 1, False), ((3, 5), 0, True), ((2, 3, 4), (0, 2), False),
+       ((2, 3, 4), [-1, 0], True), ((4,), 0, False), ((), 0, False), ((3, 0), 1, False),
+       ((0, 3), 1, True)]
+
+
+@pytest.mark.parametrize("shape,dim,keepdim", LSE)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_logsumexp(shape, dim, keepdim, dtype):
+    x = rand(*shape, dtype=dtype, requires_grad=True, low=-5, high=5)
+    check(lambda m, x: m.logsumexp(x, dim, keepdim), None, x)
+    check(lambda m, x: x.logsumexp(dim, keepdim=keepdim), None, x)
+
+
+def test_logsumexp_special():
+    x = ember.tensor(SPECIAL_ROWS + [[math.inf, -math.inf, 0.0]], dtype=ember.float64,
+                     requires_grad=True)
+    check(lambda m, x: m.logsumexp(x, 1), None, x)
+    check(lambda m, x: m.logsumexp(x, 1), None, rand(3, 4, dtype=ember.int64))
+    check(lambda m, x: m.logsumexp(x, 1), None, rand(3, 4, dtype=ember.float16), grad=False)
+    raises_like(lambda: ember.logsumexp(x, 2), lambda: torch.logsumexp(to_torch(x), 2),
+                "Dimension out of range")
+
+
+# ====================================================================== linear layers
+LINEAR = [((3, 5), (4, 5), (4,)), ((3, 5), (4, 5), None), ((2, 3, 5), (4, 5), (4,)),
+          ((5,), (4, 5), (4,)), ((3, 5), (5,), None), ((5,), (5,), None),
+          ((0, 5), (4, 5), (4,)), ((3, 5), (4, 5), (3, 4)), ((3, 5), (4, 5), ())]
+
+
+@pytest.mark.parametrize("xs,ws,bs", LINEAR)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_linear(xs, ws, bs, dtype):
+    x = rand(*xs, dtype=dtype, requires_grad=True)
+    w = rand(*ws, dtype=dtype, requires_grad=True, seed=1)
+    b = None if bs is None else rand(*bs, dtype=dtype, requires_grad=True, seed=2)
+    fcheck(lambda f, x, w, b: f.linear(x, w, b), x, w, b)
+
+
+def test_linear_noncontig_half_and_double_backward():
+    x = rand(3, 5, dtype=ember.float64, noncontig=True).requires_grad_()
+    w = rand(5, 4, dtype=ember.float64, requires_grad=True).t()
+    fcheck(lambda f, x, w: f.linear(x, w), x, w)
+    for dt in HALVES:
+        fcheck(lambda f, x, w: f.linear(x, w, w[:, 0]), rand(3, 4, dtype=dt), rand(4, 4, dtype=dt),
+               grad=False)
+    # second derivative through the backward rule (itself written with linear)
+    x = rand(3, 4, dtype=ember.float64, requires_grad=True)
+    w = rand(2, 4, dtype=ember.float64, requires_grad=True)
+
+    def gradsum(m, x, w):
+        y = F(m).linear(x, w).tanh().sum()
+        gx, = m.autograd.grad(y, x, create_graph=True)
+        return (gx * gx).sum()
+    check(gradsum, None, x, w)
+
+
+@pytest.mark.parametrize("xs,ws,bs,xd", [
+    ((3, 5), (4, 4), None, None), ((3, 5), (4,), None, None), ((3, 5), (2, 3, 5), None, None),
+    ((), (3, 5), None, None), ((3, 5), (4, 5), (3,), None), ((3, 5), (4, 5), None, "f64"),
+])
+def test_linear_errors(xs, ws, bs, xd):
+    x = rand(*xs, dtype=ember.float64 if xd else ember.float32)
+    b = None if bs is None else rand(*bs)
+    fraises(lambda f, x, w, b: f.linear(x, w, b), x, rand(*ws), b)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("x1s,x2s,bias", [((3, 5), (3, 4), True), ((2, 3, 5), (2, 3, 4), False),
+                                          ((5,), (4,), True), ((0, 5), (0, 4), True)])
+def test_bilinear(dtype, x1s, x2s, bias):
+    x1 = rand(*x1s, dtype=dtype, requires_grad=True)
+    x2 = rand(*x2s, dtype=dtype, requires_grad=True, seed=1)
+    w = rand(2, 5, 4, dtype=dtype, requires_grad=True, seed=2)
+    b = rand(2, dtype=dtype, requires_grad=True, seed=3) if bias else None
+    fcheck(lambda f, x1, x2, w, b: f.bilinear(x1, x2, w, b), x1, x2, w, b)
+    check(lambda m, x1, x2, w, b: m.bilinear(x1, x2, w, b), None, x1, x2, w, b)
+
+
+@pytest.mark.parametrize("x1s,x2s,ws,bs", [((3, 5), (3, 4), (2, 5, 3), None),
+                                           ((3, 5), (4, 4), (2, 5, 4), None),
+                                           ((3, 5), (3, 3, 4), (2, 5, 4), None),
+                                           ((3, 5), (3, 4), (2, 5, 4), (3,)),
+                                           ((3, 5), (3, 4), (2, 4, 4), None)])
+def test_bilinear_errors(x1s, x2s, ws, bs):
+    b = None if bs is None else rand(*bs)
+    fraises(lambda f, a, c, w, b: f.bilinear(a, c, w, b), rand(*x1s), rand(*x2s), rand(*ws), b)
+
+
+# ====================================================================== embedding, one_hot
+EMB = [{}, {"padding_idx": 2}, {"padding_idx": -1}, {"scale_grad_by_freq": True},
+       {"padding_idx": 0, "scale_grad_by_freq": True}]
+
+
+@pytest.mark.parametrize("kw", EMB)
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("idx", [[[0, 2, 4], [2, 2, 1]], [3, 0, 3, 3], [], 4])
+def test_embedding(kw, dtype, idx):
+    w = rand(6, 3, dtype=dtype, requires_grad=True)
+    i = ember.tensor(idx, dtype=ember.int64)
+    fcheck(lambda f, i, w: f.embedding(i, w, **kw), i, w)
+
+
+def test_embedding_int32_half_and_namespace():
+    w = rand(5, 4, dtype=ember.float64, requires_grad=True)
+    i = ember.tensor([[1, 4], [0, 1]], dtype=ember.int32)
+    fcheck(lambda f, i, w: f.embedding(i, w, padding_idx=1), i, w)
+    check(lambda m, w, i: m.embedding(w, i, 1, True), None, w, i)
+    fcheck(lambda f, i, w: f.embedding(i, w), i, rand(5, 4, dtype=ember.float16), grad=False)
+
+
+def test_embedding_double_backward():
+    w = rand(5, 4, dtype=ember.float64, requires_grad=True)
+    i = longs(1, 1, 3, 0)
+
+    def fn(m, w, i):
+        y = (F(m).embedding(i, w, padding_idx=0, scale_grad_by_freq=True) ** 2).sum()
+        gw, = m.autograd.grad(y, w, create_graph=True)
+        return (gw ** 3).sum()
+    check(fn, None, w, i)
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0])
+def test_embedding_max_norm(norm_type):
+    w = rand(6, 3, dtype=ember.float64, low=-3, high=3)
+    wt = to_torch(w)
+    w.requires_grad_()
+    wt.requires_grad_()
+    i = longs(0, 2, 2, 5)
+    out_e = EF.embedding(i, w, max_norm=1.5, norm_type=norm_type)
+    out_t = TF.embedding(to_torch(i), wt, max_norm=1.5, norm_type=norm_type)
+    assert_same(out_e, out_t)
+    assert_same(w.detach(), wt.detach())  # the rows read were renormalised in place
+    out_e.sum().backward()
+    out_t.sum().backward()
+    assert_same(w.grad, wt.grad)
+
+
+@pytest.mark.parametrize("idx,kw", [([5], {}), ([-1], {}), ([1.0], {}), ([1], {"padding_idx": 7}),
+                                    ([1], {"padding_idx": -7})])
+def test_embedding_errors(idx, kw):
+    i = ember.tensor(idx)
+    fraises(lambda f, i, w: f.embedding(i, w, **kw), i, rand(5, 3))
+    fraises(lambda f, i, w: f.embedding(i, w), longs(1), rand(5))
+
+
+@pytest.mark.parametrize("idx,n", [([0, 3, 1], -1), ([[0, 3], [2, 2]], 5), ([], 3), (2, 4)])
+def test_one_hot(idx, n):
+    fcheck(lambda f, i: f.one_hot(i, n), ember.tensor(idx, dtype=ember.int64))
+
+
+@pytest.mark.parametrize("idx,n", [([0, 3], 2), ([0, -1], -1), ([0.0, 1.0], -1), ([], -1)])
+def test_one_hot_errors(idx, n):
+    i = ember.tensor(idx, dtype=ember.int64 if idx and isinstance(idx[0], int) or not idx
+                     else ember.float32)
+    fraises(lambda f, i: f.one_hot(i, n), i)
+
+
+# ====================================================================== dropout
+def _zero_fraction(y):
+    return float((y.detach().numpy() == 0).mean())
+
+
+@pytest.mark.parametrize("p", [0.2, 0.5, 0.8])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_dropout_statistics(p, dtype):
+    x = (rand(200, 100, dtype=dtype, low=1, high=2)).requires_grad_()
+    y = EF.dropout(x, p)
+    assert abs(_zero_fraction(y) - p) < 0.02
+    kept = y.detach().numpy() != 0
+    np.testing.assert_allclose(y.detach().numpy()[kept], x.detach().numpy()[kept] / (1 - p),
+                               rtol=1e-6)
+    y.backward(ember.ones_like(y))
+    np.testing.assert_allclose(x.grad.numpy(), kept / (1 - p), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fn", [lambda f, x: f.dropout(x, 0.5, training=False),
+                                lambda f, x: f.dropout(x, 0.0),
+                                lambda f, x: f.alpha_dropout(x, 0.5),
+                                lambda f, x: f.feature_alpha_dropout(x, 0.5),
+                                lambda f, x: f.dropout2d(x, 0.3, False),
+                                lambda f, x: f.dropout1d(x[0], 0.3, False),
+                                lambda f, x: f.dropout3d(x, 0.3, False)])
+def test_dropout_eval_identity(fn):
+    x = rand(2, 3, 4, 5)
+    y = fn(EF, x)
+    assert y is x or y._data is x._data[0] or np.shares_memory(y._data, x._data)
+    fcheck(fn, rand(2, 3, 4, 5, dtype=ember.float64, requires_grad=True))
+
+
+def test_dropout_edges():
+    x = rand(10, 10, dtype=ember.float64, requires_grad=True)
+    fcheck(lambda f, x: f.dropout(x, 1.0), x)
+    fcheck(lambda f, x: f.alpha_dropout(x, 1.0, True), x)
+    fcheck(lambda f, x: f.dropout(x, 0.5), rand(0, 3))
+    z = x.detach().clone()
+    y = EF.dropout(z, 0.5, inplace=True)
+    assert y is z and 0.3 < _zero_fraction(z) < 0.7
+    y = ember.dropout(x, 0.5, True)
+    assert 0.3 < _zero_fraction(y) < 0.7
+
+
+@pytest.mark.parametrize("p", [1.5, -0.5])
+@pytest.mark.parametrize("name", ["dropout", "alpha_dropout", "dropout1d", "dropout2d",
+                                  "dropout3d", "feature_alpha_dropout"])
+def test_dropout_bad_p(p, name):
+    fraises(lambda f, x: getattr(f, name)(x, p), rand(2, 3, 4),
+            match=f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+@pytest.mark.parametrize("name,shape,chan", [("dropout1d", (8, 50, 7), 2),
+                                             ("dropout1d", (400, 7), 1),
+                                             ("dropout2d", (8, 50, 3, 3), 2),
+                                             ("dropout3d", (8, 50, 2, 2, 2), 2),
+                                             ("dropout3d", (400, 2, 2, 2), 1),
+                                             ("feature_alpha_dropout", (8, 50, 3), 2)])
+def test_feature_dropout_channels(name, shape, chan):
+    x = rand(*shape, low=1, high=2)
+    y = getattr(EF, name)(x, 0.4, True).numpy()
+    per_chan = y.reshape(shape[:chan] + (-1,))
+    first = per_chan[..., :1]
+    assert np.all((per_chan == 0) == (first == 0)) if name != "feature_alpha_dropout" else \
+        np.all(np.isclose(per_chan - per_chan, 0))
+    if name == "feature_alpha_dropout":  # dropped channels are one constant
+        dropped = np.all(np.isclose(per_chan, per_chan[..., :1]), axis=-1)
+        assert 0.3 < dropped.mean() < 0.5
+    else:
+        assert 0.3 < float((first == 0).mean()) < 0.5
+
+
+def test_alpha_dropout_statistics():
+    x = ember.tensor(np.random.default_rng(0).standard_normal((400, 250)), dtype=ember.float64)
+    for fn in (lambda: EF.alpha_dropout(x, 0.3, True),
+               lambda: EF.alpha_dropout(x.clone(), 0.3, True, inplace=True)):
+        y = fn().numpy()
+        assert abs(y.mean()) < 0.03 and abs(y.std() - 1) < 0.03
+
+
+def test_dropout_warnings_and_errors():
+    for name, shape in [("dropout2d", (3, 4, 5)), ("dropout2d", (3, 4)), ("dropout3d", (2, 3, 4))]:
+        x = rand(*shape)
+        with warnings.catch_warnings(record=True) as we:
+            warnings.simplefilter("always")
+            getattr(EF, name)(x, 0.5, False)
+        with warnings.catch_warnings(record=True) as wt:
+            warnings.simplefilter("always")
+            getattr(TF, name)(to_torch(x), 0.5, False)
+        same_warnings(we, wt)
+    fraises(lambda f, x: f.dropout1d(x), rand(3, 4, 5, 6), match="dropout1d: Expected 2D or 3D")
+    fraises(lambda f, x: f.feature_alpha_dropout(x, 0.5, True), rand(3),
+            match="Feature dropout requires at least 2 dimensions")
+    fraises(lambda f, x: f.dropout(x, 0.5), rand(4, dtype=ember.int64))
+
+
+# ====================================================================== attention
+SDPA = [((2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 5), {}),
+        ((2, 3, 4, 8), (2, 3, 4, 8), (2, 3, 4, 8), {"is_causal": True}),
+        ((2, 3, 2, 8), (2, 3, 4, 8), (2, 3, 4, 8), {"is_causal": True}),
+        ((2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8), {"mask": "bool"}),
+        ((2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8), {"mask": "float"}),
+        ((2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8), {"mask": "bool_rows"}),
+        ((2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8), {"scale": 0.3}),
+        ((2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 8), {"scale": 0.0}),
+        ((2, 6, 4, 8), (2, 2, 6, 8), (2, 2, 6, 8), {"enable_gqa": True}),
+        ((2, 4, 8), (2, 6, 8), (2, 6, 4), {}), ((4, 8), (6, 8), (6, 4), {"is_causal": True}),
+        ((2, 1, 3, 4, 8), (2, 1, 3, 6, 8), (2, 1, 3, 6, 8), {"mask": "bool"}),
+        ((0, 3, 4, 8), (0, 3, 6, 8), (0, 3, 6, 8), {})]
+
+
+def _sdpa_mask(kind, L, S, dtype):
+    rng = np.random.default_rng(3)
+    if kind == "bool":
+        m = rng.random((L, S)) < 0.7
+        m[:, 0] = True
+        return ember.tensor(m)
+    if kind == "bool_rows":  # some rows fully masked: PyTorch returns zeros there
+        m = rng.random((L, S)) < 0.7
+        m[1] = False
+        return ember.tensor(m)
+    return rand(L, S, dtype=dtype, seed=6)
+
+
+@pytest.mark.parametrize("qs,ks,vs,opts", SDPA)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_scaled_dot_product_attention(qs, ks, vs, opts, dtype):
+    q, k, v = (rand(*s, dtype=dtype, requires_grad=True, seed=i)
+               for i, s in enumerate((qs, ks, vs)))
+    kw = dict(opts)
+    mask = _sdpa_mask(kw.pop("mask"), qs[-2], ks[-2], dtype) if "mask" in kw else None
+    fcheck(lambda f, q, k, v, m: f.scaled_dot_product_attention(q, k, v, m, **kw), q, k, v, mask)
+
+
+def test_sdpa_half_and_dropout():
+    q = rand(2, 2, 4, 8, dtype=ember.float16)
+    fcheck(lambda f, q: f.scaled_dot_product_attention(q, q, q, is_causal=True), q, grad=False,
+           rtol=3e-3, atol=3e-3)
+    q = rand(1, 1, 64, 8, dtype=ember.float64)
+    out = EF.scaled_dot_product_attention(q, q, ember.eye(64, dtype=ember.float64)[None, None],
+                                          dropout_p=0.5)
+    zeros = float((out.numpy() == 0).mean())  # out rows are the dropped, rescaled weights
+    assert 0.4 < zeros < 0.6
+    np.testing.assert_allclose(out.numpy().sum(-1).mean(), 1.0, atol=0.15)
+
+
+@pytest.mark.parametrize("qs,ks,vs,kw", [
+    ((2, 4, 4, 8), (2, 2, 6, 8), (2, 2, 6, 8), {}),
+    ((2, 3, 4, 8), (2, 2, 6, 8), (2, 2, 6, 8), {"enable_gqa": True}),
+    ((2, 3, 4, 8), (2, 3, 6, 7), (2, 3, 6, 8), {}),
+])
+def test_sdpa_errors(qs, ks, vs, kw):
+    mask = ember.ones(qs[-2], ks[-2], dtype=ember.bool) if kw.pop("mask", False) else None
+    fraises(lambda f, q, k, v, m: f.scaled_dot_product_attention(q, k, v, m, **kw),
+            rand(*qs), rand(*ks), rand(*vs), mask)
+    raises_like(lambda: EF.scaled_dot_product_attention(*[rand(2, 4, 8)] * 3, None, 0.0, False,
+                                                         1.0),
+                lambda: TF.scaled_dot_product_attention(*[torch.rand(2, 4, 8)] * 3, None, 0.0,
+                                                        False, 1.0))
+    # torch's CPU flash path silently ignores the mask here; its math path (the reference
+    # semantics) raises, and so does ember
+    with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set"):
+        EF.scaled_dot_product_attention(rand(2, 4, 8), rand(2, 4, 8), rand(2, 4, 8),
+                                        ember.ones(4, 4, dtype=ember.bool), is_causal=True)
