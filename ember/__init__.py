@@ -7,6 +7,10 @@ import numpy as _np
 # PyTorch does not warn on overflow, division by zero or invalid values; numpy's kernels would.
 _np.seterr(all="ignore")
 
+from .backends.cpu import tune_allocator as _tune_allocator  # noqa: E402
+
+_tune_allocator()
+
 __version__ = "0.1.0"
 
 from ._dtype import (bool_ as bool, uint8, int8, int16, int32, int64, float16,  # noqa: E402
