@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ["ops", "train"]
+SUITES = ["ops", "train", "compile"]
 
 
 def main(argv=None) -> None:

@@ -1,0 +1,12 @@
+"""ember's compiler: ``ember.compile`` captures Python code into a graph IR, optimizes it and
+generates fused C kernels (see DESIGN.md, "The compiler")."""
+
+from .api import (InvalidBackend, OptimizedModule, Unsupported, compile, config, counters,
+                  disable, is_compiling, list_backends, reset)
+from .capture import GraphBreak
+from .graph import Graph, GraphModule
+from .stance import set_stance
+
+__all__ = ["compile", "reset", "disable", "is_compiling", "list_backends", "set_stance",
+           "config", "counters", "InvalidBackend", "Unsupported", "OptimizedModule", "Graph",
+           "GraphModule", "GraphBreak"]

@@ -1,0 +1,73 @@
+"""The "inductor" backend on CPU: plan kernels, generate C and a Python wrapper, build, load."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import _dtype as D
+from .._tensor import _wrap
+from ..autograd.grad_mode import no_grad
+from . import pytree
+from .codegen_c import generate
+from .fusion import plan as make_plan
+from .graph import Graph, Node
+from .lower import contiguous_strides
+from .runtime import build
+
+
+class CompiledGraph:
+    """A graph turned into native kernels plus a generated Python wrapper."""
+
+    def __init__(self, graph: Graph, example_inputs: list, openmp: bool = True,
+                 contiguous_inputs: bool = False):
+        """``contiguous_inputs``: assume nothing about the inputs' strides (no guard covers
+        them, as for a backward graph's incoming gradients); the wrapper makes them
+        contiguous first."""
+        self.graph = graph
+        strides = [contiguous_strides(n.meta.shape) for n in graph.inputs] \
+            if contiguous_inputs else [t.stride() for t in example_inputs]
+        self.plan = make_plan(graph, strides)
+        self.c_source, self.wrapper_source, kparams = generate(self.plan, openmp,
+                                                               contiguous_inputs)
+        env: dict = {"_empty": np.empty, "_contig": np.ascontiguousarray, "_wrap": _wrap}
+        for dt in D.ALL:
+            name = dt.name
+            env[f"_np_{name}"] = dt.np
+            env[f"_dt_{name}"] = dt
+        if self.plan.kernels:
+            lib = build(self.c_source, openmp)
+            for k in self.plan.kernels:
+                fn = getattr(lib, k.name)
+                fn.argtypes = [ctypes.c_void_p] * (len(kparams[k.name]) + 1)
+                fn.restype = None
+                env[f"_k_{k.name}"] = fn
+        for s in self.plan.steps:
+            if s.kind == "eager":
+                env[f"_eager_{s.node.name}"] = _eager_step(s.node, list(s.inputs), s.tuple_out)
+        exec(compile(self.wrapper_source, f"<ember generated wrapper {id(self)}>", "exec"), env)
+        self._call = env["call"]
+
+    def __call__(self, *flat_inputs) -> tuple:
+        return self._call(flat_inputs)
+
+
+def _eager_step(node: Node, input_ids: list, tuple_out: bool) -> Callable:
+    """Run one non-lowered op on arrays through its op-table entry (no autograd)."""
+    ins = pytree.collect((node.args, node.kwargs), Node, [])
+    by_id = {id(n): n for n in ins}
+    order = [by_id[i] for i in input_ids]
+
+    def run(*arrays):
+        env = {id(n): _wrap(a, n.meta.dtype) for n, a in zip(order, arrays)}
+        args = pytree.map_leaves(node.args, Node, lambda n: env[id(n)])
+        kwargs = pytree.map_leaves(node.kwargs, Node, lambda n: env[id(n)])
+        with no_grad():
+            res = node.target(*args, **kwargs)
+        if tuple_out:
+            return [r._data for r in res]
+        return [res._data]
+
+    return run

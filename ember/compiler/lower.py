@@ -1,0 +1,186 @@
+"""Lowering: graph nodes -> scalar expressions over loop indices, grouped into kernels.
+
+Every tensor value becomes an ``Expr`` whose leaves are ``Load``s from buffers with explicit
+element strides over the value's shape. Broadcasting, expand, permute/transpose and
+stride-compatible reshapes only rewrite those strides (views are index arithmetic, never
+copies). A pointwise op builds a new ``Op`` over its operands' expressions; nothing is stored
+until a value must exist in memory ("materialized"): a graph output, a value read more than
+once, or one read by something that cannot fuse it. A materialized expression becomes one
+pointwise kernel (the whole producer chain fused into it); a last-dim sum/mean/amax/amin or
+softmax/log_softmax becomes one reduction kernel that evaluates its input chain inline. Any
+other op runs its eager implementation from the Python wrapper (``Step('eager')``).
+Every refusal to fuse is recorded in ``plan.fusion_log``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from .. import _dtype as D
+from .graph import Node, TensorMeta
+
+HALF = (D.float16, D.bfloat16)
+LOWERABLE_DTYPES = frozenset([D.float16, D.bfloat16, D.float32, D.float64, D.int8, D.int16,
+                              D.int32, D.int64, D.uint8, D.bool_])
+
+
+def compute_dtype(dt: D.dtype) -> D.dtype:
+    """Half types compute in float32 inside kernels, like the eager kernels."""
+    return D.float32 if dt in HALF else dt
+
+
+def contiguous_strides(shape) -> tuple:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+# ---------------------------------------------------------------------- expressions
+class Buffer:
+    """An array the wrapper holds: a graph input, a kernel output or an eager op's result.
+    ``strides`` are element strides fixed at compile time (inputs are guarded on them; every
+    other buffer is made C-contiguous)."""
+
+    def __init__(self, name: str, meta: TensorMeta, strides: tuple):
+        self.name, self.meta, self.strides = name, meta, tuple(strides)
+        self.read_by_kernel = False
+
+
+class Expr:
+    dtype: D.dtype
+    shape: tuple
+
+
+class Load(Expr):
+    def __init__(self, buf: Buffer, strides: tuple, shape: tuple):
+        self.buf, self.strides, self.shape, self.dtype = buf, tuple(strides), tuple(shape), \
+            buf.meta.dtype
+
+
+class Const(Expr):
+    shape = ()
+
+    def __init__(self, value, dtype: D.dtype):
+        self.value, self.dtype = value, dtype
+
+
+class Op(Expr):
+    """A primitive scalar operation (named as in the codegen interface) over operands."""
+
+    def __init__(self, prim: str, args: list, dtype: D.dtype, shape: tuple, attrs=(),
+                 label: str = ""):
+        self.prim, self.args, self.dtype, self.shape = prim, list(args), dtype, tuple(shape)
+        self.attrs, self.label = tuple(attrs), label
+
+
+def _map_loads(e: Expr, shape: tuple, fn, memo: dict) -> Expr | None:
+    """``e`` re-indexed to ``shape`` with ``fn(load) -> new strides or None`` on each leaf."""
+    if id(e) in memo:
+        return memo[id(e)]
+    if isinstance(e, Const):
+        r: Expr | None = e
+    elif isinstance(e, Load):
+        st = fn(e)
+        r = None if st is None else Load(e.buf, st, shape)
+    else:
+        args = [_map_loads(a, shape, fn, memo) for a in e.args]
+        r = None if any(a is None for a in args) else \
+            Op(e.prim, args, e.dtype, shape, e.attrs, e.label)
+    memo[id(e)] = r
+    return r
+
+
+def broadcast(e: Expr, shape: tuple) -> Expr:
+    shape = tuple(shape)
+    if isinstance(e, Const) or e.shape == shape:
+        return e
+    lead = len(shape) - len(e.shape)
+
+    def fn(ld):
+        return (0,) * lead + tuple(0 if (n == 1 and m != 1) else s
+                                   for s, n, m in zip(ld.strides, ld.shape, shape[lead:]))
+    return _map_loads(e, shape, fn, {})
+
+
+def permute(e: Expr, dims: list) -> Expr:
+    shape = tuple(e.shape[d] for d in dims)
+    return _map_loads(e, shape, lambda ld: tuple(ld.strides[d] for d in dims), {})
+
+
+def _nocopy_strides(shape: tuple, strides: tuple, new: tuple) -> tuple | None:
+    """Strides that view (shape, strides) as ``new`` in row-major order, or None if the
+    layout needs a copy."""
+    old = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    out: list[int] = []
+    i = 0
+    for n in new:
+        if n == 1:
+            out.append(0)
+            continue
+        # gather old dims until their product reaches n
+        prod, group = 1, []
+        while prod < n and i < len(old):
+            prod *= old[i][0]
+            group.append(old[i])
+            i += 1
+        if prod != n:
+            return None
+        for (_, s1), (n2, s2) in itertools.pairwise(group):
+            if s1 != s2 * n2:
+                return None
+        out.append(group[-1][1])
+    if i != len(old):
+        return None
+    return tuple(out)
+
+
+def reshape(e: Expr, new: tuple) -> Expr | None:
+    new = tuple(new)
+    if isinstance(e, Const):
+        return e
+    return _map_loads(e, new, lambda ld: _nocopy_strides(ld.shape, ld.strides, new), {})
+
+
+def cast(e: Expr, dt: D.dtype) -> Expr:
+    if e.dtype is dt:
+        return e
+    if isinstance(e, Const):
+        return Const(e.value, dt)
+    return Op("cast", [e], dt, e.shape)
+
+
+def _wrap_dim(d: int, nd: int) -> int:
+    return d + nd if d < 0 else d
+
+
+def _meta_of(v):
+    if isinstance(v, Node):
+        return v.meta
+    return None
+
+
+def promoted(values: list) -> D.dtype:
+    """result_type over graph operands (nodes by their metadata) and Python scalars."""
+    dims = zeros = scalars = None
+    for v in values:
+        m = _meta_of(v)
+        if m is not None:
+            if m.shape:
+                dims = m.dtype if dims is None else D._PROMOTE[dims, m.dtype]
+            else:
+                zeros = m.dtype if zeros is None else D._PROMOTE[zeros, m.dtype]
+        elif v is not None:
+            d = D.scalar_dtype(v)
+            scalars = d if scalars is None else D._PROMOTE[scalars, d]
+    return D.result_type_of(dims, zeros, scalars)
+
+
+def bound_args(node: Node) -> dict:
+    """The call's arguments by parameter name, defaults filled in."""
+    op = node.target
+    out = dict(op.defaults)
+    out.update(zip(op.params, node.args))
+    out.update(node.kwargs)
+    return out

@@ -1,0 +1,16 @@
+"""Dead-code elimination: drop computed nodes whose values nothing returns or reads."""
+
+from __future__ import annotations
+
+from ..graph import Graph
+
+
+def dce(graph: Graph) -> Graph:
+    """A new graph without unused call/getitem/detach nodes (inputs always stay: they fix the
+    calling convention)."""
+    live = {id(o) for o in graph.outputs}
+    for n in reversed(graph.nodes):
+        if id(n) in live:
+            live.update(id(i) for i in n.inputs())
+    kept = [n for n in graph.nodes if n.kind in ("input", "param") or id(n) in live]
+    return graph.copy_with(kept, list(graph.outputs))
