@@ -70,7 +70,7 @@ def keep_dims(t, dims: tuple, keepdim: bool):
 
 def unreduce(g, shape, dim, keepdim):
     """Broadcast a reduced gradient back to ``shape``."""
-    if not keepdim and len(shape):
+    if not keepdim and len(shape) and g.ndim:  # a full reduction's 0-d grad expands as it is
         g = keep_dims(g, reduce_dims(dim, len(shape)), False)
     return g.expand(shape)
 
