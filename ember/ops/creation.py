@@ -15,7 +15,7 @@ from .bind import tensor_method
 from .registry import op
 
 FACTORY = ("factory",)
-PUBLIC = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack"]
+PUBLIC = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zero_"]
 
 
 def _size(size) -> tuple:
@@ -289,10 +289,26 @@ def arange(xp, start=0, end=None, step=1, *, out=None, dtype=None, layout=None, 
             raise RuntimeError(f"arange(): unsupported range: {start} -> {end}")
     if (end - start) / step < 0:
         raise RuntimeError("arange(): upper bound and larger bound inconsistent with step sign")
+    if dt.kind in "iu" and any(isinstance(v, float) for v in (start, end, step)):
+        return _int_arange(start, end, step, dt)
     n = int(np.ceil((end - start) / step))
     vals = start + np.arange(n, dtype=np.float64 if dt.kind in "fc" or any(
         isinstance(v, float) for v in (start, end, step)) else np.int64) * step
     return vals.astype(dt.np)
+
+
+def _int_arange(start, end, step, dt):
+    """Integer arange from float bounds, as PyTorch does it: the values come from the bounds
+    truncated towards zero; the length too for int64, from the float bounds otherwise."""
+    xs, xe, xst = int(start), int(end), int(step)
+    if dt is D.int64:
+        if xst == 0:
+            raise RuntimeError("step must be nonzero")
+        span = xe - xs + xst - (1 if xst > 0 else -1)
+        n = abs(span) // abs(xst) * (1 if (span >= 0) == (xst > 0) else -1)  # C's truncation
+    else:
+        n = int(np.ceil((end - start) / step))
+    return (xs + np.arange(max(n, 0), dtype=np.int64) * xst).astype(dt.np)
 
 
 @op(tags=FACTORY, method=False, differentiable=False)
@@ -469,7 +485,8 @@ def _(ctx, g):
 
 
 @tensor_method("zero_")
-def zero_(self):
+def zero_(self: Tensor) -> Tensor:
+    """zero_(input) -> Tensor: fill ``input`` with zeros in place (also ``torch.zero_``)."""
     return self.fill_(0)
 
 

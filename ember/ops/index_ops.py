@@ -27,7 +27,8 @@ _C_NAME = {np.dtype(np.int64): "long int", np.dtype(np.int32): "int",
 
 # ---------------------------------------------------------------------- shared checks
 def _long_index(name: str, index: np.ndarray) -> None:
-    if index.dtype not in (np.int64, np.int32):
+    # PyTorch checks the dtype only when there is something to index with
+    if index.dtype not in (np.int64, np.int32) and index.size:
         raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
 
 
@@ -51,13 +52,13 @@ def _1d(a: np.ndarray) -> np.ndarray:
 def _check_scatter_shapes(x, index, dim, src=None, gather=False) -> None:
     """gather/scatter: index has self's ndim and fits in self (and src) off ``dim``."""
     who = "input" if gather else "self"
+    if not index.size:  # PyTorch checks nothing about an empty index's shape
+        return
     if index.ndim != x.ndim:
         raise RuntimeError(f"Index tensor must have the same number of dimensions as {who} "
                            "tensor")
     if src is not None and src.ndim != index.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
-    if not index.size:
-        return
     for d in range(index.ndim):
         too_big = d != dim and index.shape[d] > x.shape[d]
         if gather and too_big:
@@ -113,8 +114,10 @@ def gather(xp, input: "Tensor", dim, index: "Tensor", *, sparse_grad=False):
     ``out[i][j] = input[index[i][j]][j]`` for dim=0 (and likewise for other dims)."""
     d = _wrap_dim(dim, input.ndim)
     _long_index("gather", index)
-    x, idx = _1d(input), _1d(index)
+    x, idx = _1d(input), _1d(index).astype(np.intp, copy=False)
     _check_scatter_shapes(x, idx, d, gather=True)
+    if not idx.size:
+        return xp.empty(index.shape, input.dtype)
     _bounds(idx, x.shape[d], d)
     return x[_dim_key(idx, d)].reshape(index.shape)
 
@@ -129,9 +132,12 @@ def _scatter_prep(name, input, dim, index, src):
     _long_index(name, index)
     if src is not None and src.dtype != input.dtype:
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
-    x, idx = _1d(input), _1d(index)
+    x, idx = _1d(input), _1d(index).astype(np.intp, copy=False)
     s = _1d(src) if src is not None else None
     _check_scatter_shapes(x, idx, d, s)
+    if not idx.size:  # of any shape: as an empty index of self's rank it scatters nothing
+        idx = idx.reshape((0,) * x.ndim)
+        s = None if s is None else s.reshape(-1)[:0].reshape(idx.shape)
     _bounds(idx, x.shape[d], d)
     return d, x, idx, s
 

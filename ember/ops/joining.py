@@ -339,6 +339,22 @@ def tensor_split(xp, input: "Tensor", indices_or_sections=None, dim=0, *, sectio
     return tuple(input[s] for s in _slices(d, _tensor_split_bounds(input.shape[d], spec)))
 
 
+@tensor_split.def_meta
+def _(input, indices_or_sections=None, dim=0, *, sections=None, indices=None,
+      tensor_indices_or_sections=None):
+    spec = next((s for s in (indices_or_sections, sections, indices,
+                             tensor_indices_or_sections) if s is not None), None)
+    if hasattr(spec, "shape"):  # a tensor of indices or sections: its values pick the pieces
+        raise RuntimeError("tensor_split: output shapes depend on the input's values")
+    shape = tuple(input.shape)
+    if not shape:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a "
+                           "tensor with 0 dims")
+    d = wrap_dim(dim, len(shape))
+    return tuple((shape[:d] + (b - a,) + shape[d + 1:], input.dtype)
+                 for a, b in _tensor_split_bounds(shape[d], spec))
+
+
 def _tensor_split_bounds(n: int, spec) -> list:
     if isinstance(spec, Tensor):
         if spec.ndim > 1:
@@ -440,7 +456,14 @@ def _(ctx, g):
 
 
 @tensor_method("flip")
-def _flip_method(self, *dims):
+def _flip_method(self, *dims, **kwargs):
+    if "dims" in kwargs and not dims:  # x.flip(dims=[0, 1])
+        dims = (kwargs.pop("dims"),)
+        if not isinstance(dims[0], (list, tuple)):
+            raise TypeError("flip(): argument 'dims' must be tuple of ints, not "
+                            f"{type(dims[0]).__name__}")
+    if kwargs:
+        raise TypeError(f"flip() got an unexpected keyword argument '{next(iter(kwargs))}'")
     if not dims:
         raise TypeError('flip() missing 1 required positional arguments: "dims"')
     return flip(self, _sizes(dims))

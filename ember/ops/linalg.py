@@ -488,11 +488,18 @@ def tensordot(a, b, dims=2, out=None):
     """tensordot(a, b, dims=2) -> Tensor: contract ``dims`` of a with ``dims`` of b."""
     from .._tensor import _wrap_dim
     da, db = _dims_pair(dims, a.ndim, b.ndim)
+    ea, eb = list(a.shape), list(b.shape)
     for x, y in zip(da, db):
-        sa, sb = a.shape[_wrap_dim(x, a.ndim)], b.shape[_wrap_dim(y, b.ndim)]
-        if sa != sb:
+        xa, yb = _wrap_dim(x, a.ndim), _wrap_dim(y, b.ndim)
+        sa, sb = a.shape[xa], b.shape[yb]
+        if sa != sb and 1 not in (sa, sb):
             raise RuntimeError(f"contracted dimensions need to match, but first has size {sa} in "
                                f"dim {x} and second has size {sb} in dim {y}")
+        ea[xa] = eb[yb] = sb if sa == 1 else sa  # a contracted size-1 dimension broadcasts
+    if ea != list(a.shape):
+        a = a.expand(ea)
+    if eb != list(b.shape):
+        b = b.expand(eb)
     if a.dtype is not b.dtype:
         raise RuntimeError("both inputs should have same dtype")
     ca = [_wrap_dim(x, a.ndim) for x in da]

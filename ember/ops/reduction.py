@@ -266,8 +266,12 @@ def sum_to_size(xp, input: "Tensor", size):
                            f"{{{list(shape)}}}.")
     axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(size)
                                       if s == 1 and shape[lead + i] != 1)
-    r = _half_up(input).sum(axis=axes, keepdims=True) if axes else input.copy()
-    return r.reshape(size).astype(input.dtype, copy=False)
+    if not axes and size:  # nothing to reduce: the input as it is
+        return input.copy()
+    # a real sum (PyTorch sums whenever the target is 0-d): integers and bools become int64
+    out_dt = np.int64 if input.dtype.kind in "biu" else input.dtype
+    return _half_up(input).sum(axis=axes, keepdims=True).reshape(size).astype(out_dt,
+                                                                              copy=False)
 
 
 @sum_to_size.def_backward
@@ -279,7 +283,7 @@ def _(ctx, g):
 def _sum_to_size_method(self, *size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
-    if tuple(size) == tuple(self.shape):
+    if size and tuple(size) == tuple(self.shape):  # PyTorch returns self itself
         return self
     return sum_to_size(self, tuple(size))
 
