@@ -19,7 +19,7 @@ from ._dtype import (bool_ as bool, uint8, int8, int16, int32, int64, float16,  
                      can_cast)
 from ._dtype import ALIASES as _ALIASES  # noqa: E402
 from ._device import device  # noqa: E402
-from ._tensor import Tensor, Size  # noqa: E402
+from ._tensor import Tensor, Size, MEMORY_FORMATS as _FORMATS  # noqa: E402
 from ._print import set_printoptions  # noqa: E402
 from .autograd.grad_mode import (no_grad, enable_grad, set_grad_enabled,  # noqa: E402
                                  inference_mode, is_grad_enabled, is_inference_mode_enabled)
@@ -27,6 +27,7 @@ from . import autograd  # noqa: E402
 from . import ops as _ops  # noqa: E402
 
 globals().update(_ALIASES)
+globals().update(_FORMATS)  # preserve_format, contiguous_format, channels_last, ..., strided
 _ops.bind_namespace(globals())
 
 from . import linalg, nn, optim, random, utils, serialization  # noqa: E402,F401

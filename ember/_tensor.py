@@ -33,6 +33,28 @@ class Size(tuple):
         return Size(tuple.__add__(self, tuple(other)))
 
 
+class _Named:
+    """Memory formats and layouts (``ember.channels_last``, ``ember.strided``): named markers.
+    ember's tensors are always strided, and a memory format only asks for a copy's order."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self):
+        return f"ember.{self.name}"
+
+    def __reduce__(self):
+        return (_named, (self.name,))
+
+
+def _named(name):
+    return MEMORY_FORMATS[name]
+
+
+MEMORY_FORMATS = {n: _Named(n) for n in ("preserve_format", "contiguous_format",
+                                         "channels_last", "channels_last_3d", "strided")}
+
+
 class Tensor:
     """An n-dimensional array on a device, with autograd history.
 
@@ -78,7 +100,7 @@ class Tensor:
     is_sparse = False
     is_quantized = False
     is_meta = False
-    layout = "strided"
+    layout = MEMORY_FORMATS["strided"]
 
     def get_device(self) -> int:
         return -1

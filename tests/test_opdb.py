@@ -60,8 +60,6 @@ VALUE_FREE = {"bernoulli", "multinomial", "normal", "rand_like", "randn", "randn
 
 # op id -> why ember still differs from torch (see the module docstring).
 KNOWN_MISMATCH: dict[str, str] = {
-    "to": "every OpInfo sample passes memory_format=torch.preserve_format/channels_last; ember "
-          "has no memory_format objects (ember/__init__.py, Tensor.to)",
 }
 
 
