@@ -103,6 +103,7 @@ class OpDef:
         self.has_function = function
         self.has_inplace = inplace
         self.has_out = out
+        self._factory = "factory" in self.tags
 
     # ------------------------------------------------------------------ registration helpers
     def def_backward(self, fn: Callable) -> Callable:
@@ -185,13 +186,17 @@ class OpDef:
                             f"{nargs} were given")
         vals = list(args)
         inputs = []
+        unwrap = self.promote is None  # promoted ops unwrap (and cast) in _promote
+        list_pos = self.list_pos
         for i in self.tensor_pos:
             if i >= nargs:
                 break
             a = vals[i]
             if isinstance(a, Tensor):
                 inputs.append(a)
-            elif i in self.list_pos:
+                if unwrap:
+                    vals[i] = a._data
+            elif list_pos and i in list_pos:
                 if not isinstance(a, (list, tuple)):
                     raise TypeError(f"{self.name}(): argument '{self.params[i]}' must be tuple "
                                     f"of Tensors, not {type(a).__name__}")
@@ -201,24 +206,17 @@ class OpDef:
                                         f"argument '{self.params[i]}', but got "
                                         f"{type(x).__name__}")
                 inputs.extend(a)
-        out_dtype = None
-        if self.promote is not None:
-            out_dtype = self._promote(vals, nargs)
-        else:
-            for i in self.tensor_pos:
-                if i >= nargs:
-                    break
-                a = vals[i]
-                if isinstance(a, Tensor):
-                    vals[i] = a._data
-                elif i in self.list_pos:
+                if unwrap:
                     vals[i] = [x._data for x in a]
-            if self.upcast_half and inputs and inputs[0]._dtype in _HALF:
-                out_dtype = inputs[0]._dtype
-                for i in self.tensor_pos:
-                    if i < nargs and isinstance(vals[i], np.ndarray) and vals[i].dtype == \
-                            out_dtype.np:
-                        vals[i] = vals[i].astype(np.float32)
+        out_dtype = None
+        if not unwrap:
+            out_dtype = self._promote(vals, nargs)
+        elif self.upcast_half and inputs and inputs[0]._dtype in _HALF:
+            out_dtype = inputs[0]._dtype
+            for i in self.tensor_pos:
+                if i < nargs and isinstance(vals[i], np.ndarray) and vals[i].dtype == \
+                        out_dtype.np:
+                    vals[i] = vals[i].astype(np.float32)
         try:
             res = self.impl(np, *vals, **kwargs)
         except (ValueError, IndexError, TypeError, FloatingPointError, np.linalg.LinAlgError,
@@ -226,8 +224,12 @@ class OpDef:
             raise translate_error(self, e, args, kwargs) from None
         if self.returns == "python":
             return res
-        outs = self._wrap_outputs(res, out_dtype, inputs)
-        if "factory" in self.tags and kwargs.get("requires_grad"):
+        if type(res) is np.ndarray and out_dtype is None and not self.view:
+            dt = _NP_FROM.get(res.dtype)  # the common case, inline
+            outs = _wrap(res, dt) if dt is not None else self._wrap_one(res, None, inputs)
+        else:
+            outs = self._wrap_outputs(res, out_dtype, inputs)
+        if self._factory and kwargs.get("requires_grad"):
             if not (outs._dtype.is_floating_point or outs._dtype.is_complex):
                 raise RuntimeError("Only Tensors of floating point and complex dtype can require "
                                    "gradients")
