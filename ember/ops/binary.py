@@ -1,10 +1,19 @@
-"""Binary and ternary pointwise ops: arithmetic, comparisons, logic, bitwise, where, clamp."""
+"""Binary and ternary pointwise ops: arithmetic, comparisons, logic, bitwise, where, clamp.
+
+Registered with ``binop`` (pointwise.promoted_op): the impl receives its operands promoted to
+one compute type, and a meta function comes with the op.
+"""
 
 from __future__ import annotations
 
+import cmath
+import math
+
 import numpy as np
 
+from .. import _dtype as D
 from .bind import tensor_method
+from .pointwise import kind, promoted_op as binop, to_compute, type_name
 from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, alias_all, op
 
 PW = ("pointwise",)
@@ -14,98 +23,147 @@ def _zeros(g):
     return g.new_zeros(g.shape)
 
 
+def _is_t(x):
+    """A tensor argument (or its shape/dtype stand-in in a backward), not a Python number."""
+    return hasattr(x, "shape")
+
+
+def _conj(x):
+    """Complex conjugate of a tensor or a Python number (scalars may sit on either side)."""
+    if _is_t(x):
+        return x.conj() if x.is_complex() else x
+    return x.conjugate() if isinstance(x, complex) else x
+
+
+def _no_grad_for(name):
+    def backward(ctx, g):
+        raise RuntimeError(f"derivative for aten::{name} is not implemented")
+    return backward
+
+
+def _int_zero_div(b):
+    if isinstance(b, np.ndarray) and kind(b) in "bi" and not b.all():
+        raise RuntimeError("ZeroDivisionError")
+
+
 # ---------------------------------------------------------------------- arithmetic
-@op(tags=PW, promote=DEFAULT, inplace=True)
+def _check_alpha(alpha, k):
+    """PyTorch's alpha rules, for the result's category ``k`` (see pointwise.kind)."""
+    if isinstance(alpha, bool) and k != "b":
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if k in "bi" and isinstance(alpha, (float, complex)):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
+                           "point number.")
+    if k != "c" and isinstance(alpha, complex):
+        raise RuntimeError("For non-complex input tensors, argument alpha must not be a complex "
+                           "number.")
+
+
+def _scaled(xp, other, alpha, negate=False):
+    if alpha != 1 or type(alpha) is not int:
+        _check_alpha(alpha, kind(other))
+    if other.dtype.kind == "c":
+        # PyTorch always multiplies a complex ``other`` by alpha (1 included), which turns an
+        # infinite component's partner into NaN: (inf + 0j) * (1 + 0j) = inf + nan j
+        return other * to_compute(-alpha if negate else alpha, other.dtype)
+    if alpha == 1:
+        return other
+    if other.dtype == np.bool_:
+        return other & bool(alpha)
+    return other * to_compute(alpha, other.dtype)
+
+
+@binop(inplace=True)
 def add(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
-    if alpha != 1:
-        _check_alpha("add", input, alpha)
-        return xp.add(input, xp.multiply(other, alpha, dtype=_dt(input, other)))
-    return xp.add(input, other)
+    """``add(input, other, *, alpha=1)``: input + alpha * other."""
+    other = _scaled(xp, other, alpha)
+    return xp.logical_or(input, other) if input.dtype == np.bool_ else xp.add(input, other)
 
 
 @add.def_backward
 def _(ctx, g):
     a = ctx.alpha
-    return g, g if a == 1 else g * a
+    return g, (g if a == 1 else g * _conj(a))
 
 
-@op(tags=PW, promote=DEFAULT, inplace=True)
-def sub(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
-    if _dt(input, other) == np.bool_:
+def _check_sub(raw, rt, kwargs):
+    bools = [isinstance(v, bool) or isinstance(v, np.ndarray) and v.dtype == np.bool_
+             for v in raw.values()]
+    if all(bools):
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
                            "supported. Use the `^` or `logical_xor()` operator instead.")
-    if alpha != 1:
-        _check_alpha("sub", input, alpha)
-        return xp.subtract(input, xp.multiply(other, alpha, dtype=_dt(input, other)))
-    return xp.subtract(input, other)
+    if any(bools):
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
+                           "If you are trying to invert a mask, use the `~` or `logical_not()` "
+                           "operator instead.")
+
+
+@binop(inplace=True, check=_check_sub)
+def sub(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
+    """``sub(input, other, *, alpha=1)``: input - alpha * other."""
+    if input.dtype.kind == "c":
+        return xp.add(input, _scaled(xp, other, alpha, negate=True))
+    return xp.subtract(input, _scaled(xp, other, alpha))
 
 
 @sub.def_backward
 def _(ctx, g):
     a = ctx.alpha
-    return g, -g if a == 1 else -g * a
+    return g, (-g if a == 1 else -g * _conj(a))
 
 
-def _dt(a, b):
-    return a.dtype if isinstance(a, np.ndarray) else b.dtype
-
-
-def _check_alpha(name, x, alpha):
-    dt = _dt(x, x) if isinstance(x, np.ndarray) else None
-    if dt is not None and dt.kind in "iub" and isinstance(alpha, float):
-        raise RuntimeError(f"For integral input tensors, argument alpha must not be a floating "
-                           f"point number.")
-
-
-@op(tags=PW, promote=DEFAULT, inplace=True, saves=("input", "other"))
+@binop(inplace=True, saves=("input", "other"))
 def mul(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
-    if _dt(input, other) == np.bool_:
+    """``mul(input, other)``."""
+    if input.dtype == np.bool_:
         return xp.logical_and(input, other)
     return xp.multiply(input, other)
 
 
 @mul.def_backward
 def _(ctx, g):
-    a, b = ctx.input, ctx.other
-    return g * _conj(b), g * _conj(a)
+    return g * _conj(ctx.other), g * _conj(ctx.input)
 
 
-def _is_t(x):
-    return hasattr(x, "_data")
+def _rounded_division(xp, a, b, mode, name):
+    if kind(a) == "i":
+        _int_zero_div(b)
+        q = xp.floor_divide(a, b)
+        if mode == "trunc":  # floor rounds towards -inf: step back up where signs differ
+            q += ((xp.remainder(a, b) != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
+        return q
+    return xp.floor_divide(a, b) if mode == "floor" else xp.trunc(a / b)
 
 
-def _conj(x):
-    """Complex conjugate of a tensor or a Python number (scalars may sit on either side)."""
-    return x.conj() if _is_t(x) else (x.conjugate() if isinstance(x, complex) else x)
+def _div_kind(kwargs):
+    mode = kwargs.get("rounding_mode")
+    if mode not in (None, "trunc", "floor"):
+        raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
+                           f"found '{mode}'")
+    return INT_TO_FLOAT if mode is None else DEFAULT
 
 
-def _div_promote(kwargs):
-    return INT_TO_FLOAT if kwargs.get("rounding_mode") is None else DEFAULT
+def _check_div(raw, rt, kwargs):
+    mode = kwargs.get("rounding_mode")
+    if mode is not None and rt.kind in "bc":
+        raise NotImplementedError(f'"div_{mode}_cpu" not implemented for \'{D.TYPE_NAME[rt]}\'')
 
 
-def _int_zero_div(name, b):
-    if isinstance(b, np.ndarray) and b.dtype.kind in "iub" and not b.all() or (
-            not isinstance(b, np.ndarray) and b == 0 and isinstance(b, (int, np.integer))):
-        raise RuntimeError("ZeroDivisionError")
-
-
-@op(tags=PW, promote=_div_promote, inplace=True, saves=("input", "other"))
+@binop(_div_kind, inplace=True, check=_check_div, saves=("input", "other"))
 def div(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, rounding_mode=None):
+    """``div(input, other, *, rounding_mode=None)``: true division, or rounded ("trunc",
+    "floor"; integer results stay integral and division by zero raises)."""
     if rounding_mode is None:
         return xp.true_divide(input, other)
-    if rounding_mode not in ("trunc", "floor"):
-        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
-                           f"but found '{rounding_mode}'")
-    dt = _dt(input, other)
-    if dt.kind in "iub":
-        _int_zero_div("div", other)
-        if rounding_mode == "floor":
-            return xp.floor_divide(input, other)
-        q = xp.floor_divide(input, other)
-        fix = (xp.remainder(input, other) != 0) & ((input < 0) != (other < 0))
-        return q + fix.astype(q.dtype)
-    q = xp.true_divide(input, other)
-    return xp.trunc(q) if rounding_mode == "trunc" else xp.floor(q)
+    return _rounded_division(xp, input, other, rounding_mode, "div")
+
+
+def _true_div_backward(ctx, g):
+    a, b = ctx.input, ctx.other
+    ga = g / _conj(b)
+    if not _is_t(b):
+        return ga, None
+    return ga, -g * _conj((a / b) / b)
 
 
 @div.def_backward
@@ -115,107 +173,157 @@ def _(ctx, g):
     return _true_div_backward(ctx, g)
 
 
-def _true_div_backward(ctx, g):
-    a, b = ctx.input, ctx.other
-    if not _is_t(b):
-        return g / b, None
-    ga = g / b.conj()
-    gb = -g * (a / (b * b)).conj() if _is_t(a) else -g * a / (b * b)
-    return ga, gb
-
-
-alias_all({"divide": "div", "multiply": "mul", "subtract": "sub"})
-
-
-@op(tags=PW, promote=INT_TO_FLOAT, inplace=True, saves=("input", "other"))
+@binop(INT_TO_FLOAT, inplace=True, saves=("input", "other"))
 def true_divide(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
+    """``true_divide(input, other)`` is ``div(input, other)``."""
     return xp.true_divide(input, other)
 
 
 true_divide.def_backward(_true_div_backward)
+alias_all({"divide": "div", "multiply": "mul", "subtract": "sub"})
 
 
-@op(tags=PW, promote=DEFAULT, inplace=True)
+_DIV_FLOOR = (NotImplementedError, '"div_floor_cpu" not implemented for \'{T}\'')
+
+
+@binop(inplace=True, kinds="if", refuse={"b": _DIV_FLOOR, "c": _DIV_FLOOR})
 def floor_divide(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
-    if _dt(input, other).kind in "iub":
-        _int_zero_div("floor_divide", other)
-    return xp.floor_divide(input, other)
+    """``floor_divide(input, other)``: division rounded towards -inf."""
+    return _rounded_division(xp, input, other, "floor", "floor_divide")
 
 
-@floor_divide.def_backward
-def _(ctx, g):
-    return _zeros(g), _zeros(g)
+floor_divide.def_backward(_no_grad_for("floor_divide"))
 
 
-@op(tags=PW, promote=DEFAULT, inplace=True, saves=("input", "other"))
+def _float_remainder(xp, a, b):
+    # PyTorch's remainder: fmod, moved into b's sign (keeps -0.0 where fmod gives it)
+    m = xp.fmod(a, b)
+    return xp.where((m != 0) & ((b < 0) != (m < 0)), m + b, m)
+
+
+@binop(inplace=True, kinds="if", saves=("input", "other"))
 def remainder(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
-    if _dt(input, other).kind in "iub":
-        _int_zero_div("remainder", other)
-    return xp.remainder(input, other)
+    """``remainder(input, other)``: Python's modulus (the result takes other's sign)."""
+    if kind(input) == "i":
+        _int_zero_div(other)
+        return xp.remainder(input, other)
+    return _float_remainder(xp, input, other)
 
 
 @remainder.def_backward
 def _(ctx, g):
     a, b = ctx.input, ctx.other
-    return g, (-g * (a / b).floor() if _is_t(b) else None)
+    if not _is_t(a):
+        raise RuntimeError("derivative for aten::remainder is not implemented")
+    return g, (-g * a.div(b, rounding_mode="floor") if _is_t(b) else None)
 
 
-@op(tags=PW, promote=DEFAULT, inplace=True, saves=("input", "other"))
+@binop(inplace=True, kinds="if", tensor_only=("input",), saves=("input", "other"))
 def fmod(xp, input: "Tensor", other: "Scalar|Tensor"):
-    if _dt(input, other).kind in "iub":
-        _int_zero_div("fmod", other)
+    """``fmod(input, other)``: C's fmod (the result takes input's sign)."""
+    if kind(input) == "i":
+        _int_zero_div(other)
     return xp.fmod(input, other)
 
 
 @fmod.def_backward
 def _(ctx, g):
     a, b = ctx.input, ctx.other
-    return g, (-g * (a / b).trunc() if _is_t(b) else None)
+    return g, (-g * a.div(b, rounding_mode="trunc") if _is_t(b) else None)
 
 
-@op(tags=PW, promote=DEFAULT, inplace=True, saves=("input", "exponent"), save_output=True)
+# ---------------------------------------------------------------------- powers
+def _check_pow(raw, rt, kwargs):
+    e = raw["exponent"]
+    if rt is D.bool_ and isinstance(e, np.ndarray):
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+    if rt.kind in "ui" and isinstance(e, (int, float)) and not isinstance(e, bool) and e < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    if rt.kind in "ui" and isinstance(e, int) and not isinstance(e, bool):
+        info = np.iinfo(rt.np)
+        if not info.min <= e <= info.max:  # a scalar exponent must fit the integer type
+            raise RuntimeError(f"value cannot be converted to type {_C_INT[rt.name]} without "
+                               "overflow")
+
+
+_C_INT = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int",
+          "int64": "int64_t"}
+
+
+def _int_power(xp, a, e):
+    # PyTorch: a negative exponent gives 0 unless |a| == 1 (and 0 ** -n is 0 too)
+    neg = e < 0
+    if not neg.any():
+        return xp.power(a, e)
+    r = xp.power(a, xp.where(neg, 0, e))
+    ones = xp.where(a == -1, xp.where(e % 2 == 0, 1, -1), xp.where(a == 1, 1, 0)).astype(r.dtype)
+    return xp.where(neg, ones, r)
+
+
+@binop(inplace=True, check=_check_pow, saves=("input", "exponent"), save_output=True)
 def pow(xp, input: "Scalar|Tensor", exponent: "Scalar|Tensor"):
-    dt = _dt(input, exponent)
-    if dt.kind in "iu":
-        e = exponent
-        if (isinstance(e, np.ndarray) and (e < 0).any()) or (not isinstance(e, np.ndarray)
-                                                             and e < 0):
-            raise RuntimeError("Integers to negative integer powers are not allowed.")
-    if dt == np.bool_:
+    """``pow(input, exponent)``: either operand may be a Python number."""
+    if input.dtype == np.bool_:  # bool ** bool (a Python exponent): x ** True = x, ** False = 1
         return xp.logical_or(xp.logical_not(exponent), input)
+    if kind(input) == "i":
+        return _int_power(xp, input, exponent)
+    if kind(input) == "c":
+        return _complex_power(xp, input, exponent)
     return xp.power(input, exponent)
+
+
+def _complex_power(xp, a, e):
+    r = xp.power(a, e)
+    # exp(e log 0) with e real and negative is inf + nan j in C (numpy says nan + nan j)
+    pole = (a == 0) & (e.imag == 0) & (e.real < 0)
+    if pole.any():
+        r = xp.where(pole, xp.asarray(complex(math.inf, math.nan), r.dtype), r)
+    return r
+
+
+def _log_scalar(a, cplx):
+    if cplx or isinstance(a, complex):
+        return cmath.log(a) if a != 0 else complex(-math.inf, 0)
+    return math.log(a) if a > 0 else (-math.inf if a == 0 else math.nan)
+
+
+def _nonneg(e):
+    if e.is_complex():
+        return (e.imag == 0) & (e.real >= 0)
+    return e >= 0
+
+
+def _pow_backward(ctx, g, a, e, out):
+    """PyTorch's pow gradients: 0 for the base where the exponent is 0, and 0 for the
+    exponent where the base is 0 and the exponent non-negative."""
+    ga = gb = None
+    dt = out.dtype  # differentiate in the result's precision
+    a = a.to(dt) if _is_t(a) and a.dtype is not dt else a
+    e = e.to(dt) if _is_t(e) and e.dtype is not dt else e
+    if _is_t(a):
+        if _is_t(e):
+            ga = (g * _conj(e * a ** (e - 1))).masked_fill(e == 0, 0)
+        else:
+            ga = _zeros(g) if e == 0 else g * _conj(e * a ** (e - 1))
+    if _is_t(e):
+        if _is_t(a):
+            gb = (g * _conj(out * a.log())).masked_fill((a == 0) & _nonneg(e), 0)
+        elif a == 0:
+            gb = (g * _conj(out * _log_scalar(a, e.is_complex()))).masked_fill(_nonneg(e), 0)
+        else:
+            gb = g * _conj(out * _log_scalar(a, e.is_complex()))
+    return ga, gb
 
 
 @pow.def_backward
 def _(ctx, g):
-    a, e = ctx.input, ctx.exponent
-    ga = gb = None
-    if _is_t(a):
-        if _is_t(e):
-            ga = g * (e * a ** (e - 1)).conj()
-        else:
-            ga = _zeros(g) if e == 0 else g * (e * a ** (e - 1)).conj()
-    if _is_t(e):
-        out = ctx.out
-        base = a.log() if _is_t(a) else _log_scalar(a, g)
-        gb = g * (out * base).conj()
-        if _is_t(a):
-            gb = gb.masked_fill((a == 0) & (e >= 0), 0)
-    return ga, gb
+    return _pow_backward(ctx, g, ctx.input, ctx.exponent, ctx.out)
 
 
-def _log_scalar(a, like):
-    import math
-    if isinstance(a, complex):
-        import cmath
-        return cmath.log(a)
-    return math.log(a) if a > 0 else (float("-inf") if a == 0 else float("nan"))
-
-
-@op(tags=PW, saves=("input", "exponent"))
+@binop(None, saves=("input", "exponent"), save_output=True)
 def float_power(xp, input: "Scalar|Tensor", exponent: "Scalar|Tensor"):
-    """Always computes (and returns) double precision."""
-    cplx = any(isinstance(v, np.ndarray) and v.dtype.kind == "c" or isinstance(v, complex)
+    """``float_power(input, exponent)``: computed and returned in double precision."""
+    cplx = any(isinstance(v, complex) or isinstance(v, np.ndarray) and kind(v) == "c"
                for v in (input, exponent))
     dt = np.complex128 if cplx else np.float64
     return xp.power(xp.asarray(input, dtype=dt), xp.asarray(exponent, dtype=dt))
@@ -223,94 +331,62 @@ def float_power(xp, input: "Scalar|Tensor", exponent: "Scalar|Tensor"):
 
 @float_power.def_backward
 def _(ctx, g):
-    a, e = ctx.input, ctx.exponent
-    a64 = a.double() if _is_t(a) else a
-    e64 = e.double() if _is_t(e) else e
-    ga = g * e64 * a64 ** (e64 - 1) if _is_t(a) else None
-    gb = None
-    if _is_t(e):
-        base = a64.log() if _is_t(a) else _log_scalar(a, g)
-        gb = g * (a64 ** e64) * base
-    return ga, gb
+    return _pow_backward(ctx, g, ctx.input, ctx.exponent, ctx.out)
 
 
-@op(tags=PW, promote=INT_TO_FLOAT, inplace=True, saves=("input", "other"))
+# ---------------------------------------------------------------------- two-tensor functions
+BOTH = ("input", "other")
+
+
+@binop(INT_TO_FLOAT, tensor_only=BOTH, kinds="f", inplace=True, saves=BOTH)
 def atan2(xp, input: "Tensor", other: "Tensor"):
+    """``atan2(input, other)``: the angle of (other, input)."""
     return xp.arctan2(input, other)
 
 
 @atan2.def_backward
 def _(ctx, g):
     y, x = ctx.input, ctx.other
-    r = x * x + y * y
-    return g * x / r, -g * y / r
+    recip = (x * x + y * y).reciprocal()
+    recip = recip.masked_fill(recip.isinf(), 0)  # PyTorch: a zero gradient at the origin
+    return g * x * recip, g * -y * recip
 
 
 alias_all({"arctan2": "atan2"})
 
 
-def _tie_split(ctx, g, pick_input):
-    a, b = ctx.input, ctx.other
-    half = g / 2
-    z = _zeros(g)
-    ties = a == b
-    return where(ties, half, where(pick_input, g, z)), where(ties, half, where(pick_input, z, g))
+def _no_complex_extremum(name):
+    return {"c": (RuntimeError, f"{name} not implemented for complex tensors.")}
 
 
-@op(tags=PW, promote=DEFAULT, saves=("input", "other"))
-def maximum(xp, input: "Tensor", other: "Tensor"):
-    _no_complex("maximum", input, other)
-    return xp.maximum(input, other)
+def _extremum(name, kernel, first_wins, nan_aware):
+    @binop(tensor_only=BOTH, kinds="bif", refuse=_no_complex_extremum(name), saves=BOTH,
+           name=name)
+    def impl(xp, input: "Tensor", other: "Tensor"):
+        return getattr(xp, kernel)(input, other)
+    impl.__doc__ = f"``{name}(input, other)``, elementwise."
+
+    @impl.def_backward
+    def _(ctx, g):
+        a, b = ctx.input, ctx.other
+        if nan_aware:  # fmax/fmin: the gradient goes where the value came from
+            take_a = first_wins(a, b) | b.isnan()
+            return g * take_a, g * ~take_a
+        # maximum/minimum: ties split the gradient; with a NaN both operands receive it
+        half = where(a == b, g / 2, g)
+        return half.masked_fill(first_wins(b, a), 0), half.masked_fill(first_wins(a, b), 0)
+    return impl
 
 
-@maximum.def_backward
-def _(ctx, g):
-    return _tie_split(ctx, g, ctx.input > ctx.other)
+maximum = _extremum("maximum", "maximum", lambda a, b: a > b, False)
+minimum = _extremum("minimum", "minimum", lambda a, b: a < b, False)
+fmax = _extremum("fmax", "fmax", lambda a, b: a >= b, True)
+fmin = _extremum("fmin", "fmin", lambda a, b: a <= b, True)
 
 
-@op(tags=PW, promote=DEFAULT, saves=("input", "other"))
-def minimum(xp, input: "Tensor", other: "Tensor"):
-    _no_complex("minimum", input, other)
-    return xp.minimum(input, other)
-
-
-@minimum.def_backward
-def _(ctx, g):
-    return _tie_split(ctx, g, ctx.input < ctx.other)
-
-
-def _no_complex(name, *xs):
-    for x in xs:
-        if isinstance(x, np.ndarray) and x.dtype.kind == "c":
-            raise RuntimeError(f"{name} not implemented for complex tensors.")
-
-
-@op(tags=PW, promote=DEFAULT, saves=("input", "other"))
-def fmax(xp, input: "Tensor", other: "Tensor"):
-    return xp.fmax(input, other)
-
-
-@fmax.def_backward
-def _(ctx, g):
-    a, b = ctx.input, ctx.other
-    take_a = (a >= b) | b.isnan()
-    return g * take_a, g * ~take_a
-
-
-@op(tags=PW, promote=DEFAULT, saves=("input", "other"))
-def fmin(xp, input: "Tensor", other: "Tensor"):
-    return xp.fmin(input, other)
-
-
-@fmin.def_backward
-def _(ctx, g):
-    a, b = ctx.input, ctx.other
-    take_a = (a <= b) | b.isnan()
-    return g * take_a, g * ~take_a
-
-
-@op(tags=PW, promote=INT_TO_FLOAT, inplace=True, saves=("input", "other"), save_output=True)
+@binop(tensor_only=BOTH, kinds="f", inplace=True, saves=BOTH, save_output=True)
 def hypot(xp, input: "Tensor", other: "Tensor"):
+    """``hypot(input, other)``: sqrt(input^2 + other^2) without overflow."""
     return xp.hypot(input, other)
 
 
@@ -320,19 +396,32 @@ def _(ctx, g):
     return g * ctx.input / out, g * ctx.other / out
 
 
-@op(tags=PW, promote=INT_TO_FLOAT, saves=("input", "other"))
+def _complex_logaddexp(xp, a, b):
+    big = xp.where(a.real >= b.real, a, b)
+    small = xp.where(a.real >= b.real, b, a)
+    with np.errstate(all="ignore"):
+        r = big + xp.log1p(xp.exp(small - big))
+    # log(exp(-inf) + exp(-inf)) is -inf, not the NaN that -inf - -inf would give
+    return xp.where(xp.isneginf(big.real), big, r)
+
+
+@binop(tensor_only=BOTH, kinds="fc", saves=BOTH)
 def logaddexp(xp, input: "Tensor", other: "Tensor"):
+    """``logaddexp(input, other)``: log(exp(input) + exp(other))."""
+    if kind(input) == "c":
+        return _complex_logaddexp(xp, input, other)
     return xp.logaddexp(input, other)
 
 
 @logaddexp.def_backward
 def _(ctx, g):
     a, b = ctx.input, ctx.other
-    return g / (1 + (b - a).exp()), g / (1 + (a - b).exp())
+    return g / _conj(1 + (b - a).exp()), g / _conj(1 + (a - b).exp())
 
 
-@op(tags=PW, promote=INT_TO_FLOAT, saves=("input", "other"))
+@binop(tensor_only=BOTH, kinds="f", saves=BOTH)
 def logaddexp2(xp, input: "Tensor", other: "Tensor"):
+    """``logaddexp2(input, other)``: log2(2^input + 2^other)."""
     return xp.logaddexp2(input, other)
 
 
@@ -342,116 +431,157 @@ def _(ctx, g):
     return g / (1 + (b - a).exp2()), g / (1 + (a - b).exp2())
 
 
-@op(tags=PW, promote=INT_TO_FLOAT, inplace=True, saves=("input",), save_output=True)
+@binop(INT_TO_FLOAT, tensor_only=("input",), kinds="f", inplace=True, saves=("input",),
+       save_output=True)
 def copysign(xp, input: "Tensor", other: "Scalar|Tensor"):
+    """``copysign(input, other)``: |input| with other's sign (including -0.0's)."""
     return xp.copysign(input, other)
 
 
 @copysign.def_backward
 def _(ctx, g):
-    a, out = ctx.input, ctx.out
-    ratio = (out / a).masked_fill(a == 0, 0)
+    a = ctx.input
+    ratio = (ctx.out / a).masked_fill(a == 0, 0)
     return g * ratio, (_zeros(g) if _is_t(ctx.other) else None)
 
 
-@op(tags=PW, promote=INT_TO_FLOAT, inplace=True, saves=("input", "other"))
+@binop(INT_TO_FLOAT, kinds="f", inplace=True, saves=BOTH)
 def xlogy(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
+    """``xlogy(input, other)``: input * log(other), 0 where input is 0 (unless other is NaN)."""
     x, y = input, other
     with np.errstate(all="ignore"):
         r = xp.multiply(x, xp.log(y))
-    zero = (xp.asarray(x) == 0) & ~xp.isnan(y)
-    return xp.where(zero, xp.zeros((), r.dtype), r)
+    return xp.where((x == 0) & ~xp.isnan(y), xp.zeros((), r.dtype), r)
 
 
 @xlogy.def_backward
 def _(ctx, g):
     x, y = ctx.input, ctx.other
     gx = gy = None
-    if _is_t(x):
-        ly = y.log() if _is_t(y) else _log_scalar(y, g)
-        gx = (g * ly).masked_fill((x == 0) & ((y <= 0) if _is_t(y) else (y <= 0)), 0)
+    if _is_t(x):  # PyTorch: xlogy(grad, y), zero where x == 0 and y <= 0 (a Python y: !(y > 0))
+        mask = (x == 0) & (y <= 0) if _is_t(y) else (x == 0) & (not y > 0)
+        gx = xlogy(g, y).masked_fill(mask, 0)
     if _is_t(y):
         gy = g * x / y
     return gx, gy
 
 
 # ---------------------------------------------------------------------- comparisons and logic
-def _compare(name, fn, promote=ALWAYS_BOOL, inplace=True):
+def _comparison(name, kernel, ordered):
+    refuse = {"c": (NotImplementedError, f'"{name}_cpu" not implemented for \'{{T}}\'')}
+
+    @binop(ALWAYS_BOOL, tensor_only=("input",), kinds="bif" if ordered else "bifc",
+           refuse=refuse, inplace=True, differentiable=False, name=name)
     def impl(xp, input: "Tensor", other: "Scalar|Tensor"):
-        return fn(xp, input, other)
-    impl.__name__ = name
-    return op(name, tags=PW, promote=promote, inplace=inplace, differentiable=False)(impl)
+        return getattr(xp, kernel)(input, other)
+    impl.__doc__ = f"``{name}(input, other)``: a bool tensor."
+    return impl
 
 
-eq = _compare("eq", lambda xp, a, b: xp.equal(a, b))
-ne = _compare("ne", lambda xp, a, b: xp.not_equal(a, b))
-lt = _compare("lt", lambda xp, a, b: _ordered("lt", a, b) or xp.less(a, b))
-le = _compare("le", lambda xp, a, b: _ordered("le", a, b) or xp.less_equal(a, b))
-gt = _compare("gt", lambda xp, a, b: _ordered("gt", a, b) or xp.greater(a, b))
-ge = _compare("ge", lambda xp, a, b: _ordered("ge", a, b) or xp.greater_equal(a, b))
+eq = _comparison("eq", "equal", False)
+ne = _comparison("ne", "not_equal", False)
+lt = _comparison("lt", "less", True)
+le = _comparison("le", "less_equal", True)
+gt = _comparison("gt", "greater", True)
+ge = _comparison("ge", "greater_equal", True)
 alias_all({"greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
            "not_equal": "ne"})
-logical_and = _compare("logical_and", lambda xp, a, b: xp.logical_and(a, b))
-logical_or = _compare("logical_or", lambda xp, a, b: xp.logical_or(a, b))
-logical_xor = _compare("logical_xor", lambda xp, a, b: xp.logical_xor(a, b))
 
 
-def _ordered(name, a, b):
-    for x in (a, b):
-        if isinstance(x, np.ndarray) and x.dtype.kind == "c":
-            raise RuntimeError(f"\"{name}_cpu\" not implemented for 'ComplexFloat'")
-    return None
+def _logical(name):
+    @binop(ALWAYS_BOOL, tensor_only=BOTH, inplace=True, differentiable=False, name=name)
+    def impl(xp, input: "Tensor", other: "Tensor"):
+        return getattr(xp, name)(input, other)
+    impl.__doc__ = f"``{name}(input, other)``: a bool tensor."
+    return impl
 
 
-def _bitwise(name, fn):
+logical_and = _logical("logical_and")
+logical_or = _logical("logical_or")
+logical_xor = _logical("logical_xor")
+
+
+def _shift(xp, a, b, left):
+    bits = a.dtype.itemsize * 8
+    out_of_range = (b < 0) | (b >= bits)
+    s = xp.where(out_of_range, 0, b).astype(a.dtype)
+    r = xp.left_shift(a, s) if left else xp.right_shift(a, s)
+    if left or kind(a) != "i" or a.dtype.kind == "u":
+        fill = xp.zeros((), a.dtype)
+    else:  # arithmetic right shift past the width leaves only the sign
+        fill = xp.where(a < 0, -1, 0).astype(a.dtype)
+    return xp.where(out_of_range, fill, r)
+
+
+def _bitwise(name, kernel, kinds="bi", cpu_name=None):
+    refuse = {"b": (NotImplementedError, f'"{cpu_name}_cpu" not implemented for \'{{T}}\'')}
+
+    @binop(kinds=kinds, refuse=refuse if cpu_name else None, inplace=True,
+           differentiable=False, name=name)
     def impl(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
-        for x in (input, other):
-            if isinstance(x, np.ndarray) and x.dtype.kind in "fc":
-                raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
-                                   f"'{'Float' if x.dtype == np.float32 else 'Double'}'")
-        return fn(xp, input, other)
-    impl.__name__ = name
-    return op(name, tags=PW, promote=DEFAULT, inplace=True, differentiable=False)(impl)
+        return kernel(xp, input, other)
+    impl.__doc__ = f"``{name}(input, other)`` on integers (and bools)."
+    return impl
 
 
 bitwise_and = _bitwise("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b))
 bitwise_or = _bitwise("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b))
 bitwise_xor = _bitwise("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b))
-bitwise_left_shift = _bitwise("bitwise_left_shift", lambda xp, a, b: xp.left_shift(a, b))
-bitwise_right_shift = _bitwise("bitwise_right_shift", lambda xp, a, b: xp.right_shift(a, b))
+bitwise_left_shift = _bitwise("bitwise_left_shift", lambda xp, a, b: _shift(xp, a, b, True),
+                              "i", "lshift")
+bitwise_right_shift = _bitwise("bitwise_right_shift", lambda xp, a, b: _shift(xp, a, b, False),
+                               "i", "rshift")
 
 
-@op(tags=PW, promote=DEFAULT, differentiable=False)
+def _same_dtype(name, a, b):
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"{type_name(a)} did not match {type_name(b)}")
+
+
+def _isclose(name, xp, a, b, rtol, atol, equal_nan):
+    _tensor_args(name, a, b)
+    _same_dtype(name, a, b)
+    if a.dtype.kind == "V":
+        a, b = a.astype(np.float32), b.astype(np.float32)
+    return xp.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+
+
+@op(tags=PW, differentiable=False)
 def isclose(xp, input: "Tensor", other: "Tensor", rtol=1e-05, atol=1e-08, equal_nan=False):
-    if input.dtype != other.dtype:
-        raise RuntimeError(f"{input.dtype} did not match {other.dtype}")
-    return xp.isclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    """``isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False)``."""
+    return _isclose("isclose", xp, input, other, rtol, atol, equal_nan)
+
+
+def _tensor_args(name, *xs):
+    for k, x in enumerate(xs):
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"{name}(): argument '{('input', 'other')[k]}' (position {k + 1}) "
+                            f"must be Tensor, not {type(x).__name__}")
 
 
 @op(returns="python", differentiable=False, out=False)
 def allclose(xp, input: "Tensor", other: "Tensor", rtol=1e-05, atol=1e-08, equal_nan=False):
-    return bool(xp.allclose(input, other, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    """``allclose(input, other, ...)``: True when every element is close (a Python bool)."""
+    return bool(_isclose("allclose", xp, input, other, rtol, atol, equal_nan).all())
 
 
 @op(returns="python", differentiable=False, out=False)
 def equal(xp, input: "Tensor", other: "Tensor"):
+    """``equal(input, other)``: same shape and equal values (a Python bool)."""
+    _tensor_args("equal", input, other)
     return input.shape == other.shape and bool(xp.array_equal(input, other))
 
 
 # ---------------------------------------------------------------------- selection
-@op(tags=PW, promote=DEFAULT, promote_args=("input", "other"), saves=("condition",))
+@binop(promote_args=("input", "other"), saves=("condition",))
 def where(xp, condition: "Tensor", input: "Scalar|Tensor" = None, other: "Scalar|Tensor" = None):
+    """``where(condition, input, other)``; ``where(condition)`` is ``nonzero(as_tuple=True)``."""
     if input is None and other is None:
         return tuple(xp.nonzero(condition))
     if condition.dtype != np.bool_:
-        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor "
-                           f"with dtype {_torch_name(condition.dtype)}")
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {type_name(condition)}")
     return xp.where(condition, input, other)
-
-
-def _torch_name(npdt):
-    from .. import _dtype as D
-    return D.TYPE_NAME[D.from_np(npdt)]
 
 
 @where.def_backward
@@ -467,44 +597,62 @@ def _where_method(self, condition, other):
     return where(condition, self, other)
 
 
-@op(tags=PW, promote=DEFAULT, inplace=True, saves=("input", "min", "max"))
+_CLAMP = {"c": (NotImplementedError, "clamp is not supported for complex types")}
+
+
+def _check_clamp(raw, rt, kwargs):
+    # bool tensors clamp against tensor bounds only (PyTorch has no bool scalar kernel)
+    scalars = [n for n in ("min", "max") if n in raw and raw[n] is not None
+               and not isinstance(raw[n], np.ndarray)]
+    if raw.get("min") is not None and raw.get("max") is not None and len(scalars) == 1:
+        got = ", ".join("Tensor" if isinstance(v, np.ndarray) else type(v).__name__
+                        for v in raw.values())
+        raise TypeError(f"clamp() received an invalid combination of arguments - got ({got}): "
+                        "min and max must both be tensors or both be numbers")
+    if rt is D.bool_ and scalars:
+        raise NotImplementedError(f'"clamp_{scalars[0]}_scalar_cpu" not implemented for \'Bool\'')
+    if rt is D.bool_ and raw.get("min") is not None and raw.get("max") is not None:
+        raise NotImplementedError("\"clamp_cpu\" not implemented for 'Bool'")
+
+
+@binop(tensor_only=("input",), kinds="bif", refuse=_CLAMP, check=_check_clamp, inplace=True,
+       saves=("input", "min", "max"))
 def clamp(xp, input: "Tensor", min: "Scalar|Tensor" = None, max: "Scalar|Tensor" = None):
+    """``clamp(input, min=None, max=None)``: min(max(input, min), max); NaN propagates."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    if input.dtype.kind == "c":
-        raise RuntimeError("clamp is not supported for complex types")
     r = input
     if min is not None:
-        r = xp.maximum(r, min)  # maximum/minimum propagate NaN, like PyTorch's clamp
+        r = xp.maximum(r, min)
     if max is not None:
         r = xp.minimum(r, max)
-    if r is input:
-        r = input.copy()
-    return r
+    return input.copy() if r is input else r
 
 
 @clamp.def_backward
 def _(ctx, g):
+    # PyTorch's masks: the input keeps the gradient where min <= x <= max, a tensor bound where
+    # the result is that bound (max wins when min > max; nobody at min == max); NaN: nobody
     x, lo, hi = ctx.input, ctx.min, ctx.max
-    keep = None
-    glo = ghi = None
+    keep = glo = ghi = None
     if lo is not None:
         keep = x >= lo
         if _is_t(lo):
-            glo = g * (x < lo)
+            glo = g * ((x < lo) & (lo < hi) if hi is not None else x < lo)
     if hi is not None:
-        k2 = x <= hi
-        keep = k2 if keep is None else keep & k2
+        keep = (x <= hi) if keep is None else keep & (x <= hi)
         if _is_t(hi):
-            ghi = g * (x > hi)
+            ghi = g * ((x > hi) | (lo > hi) if lo is not None else x > hi)
     return g * keep, glo, ghi
 
 
 alias_all({"clip": "clamp"})
 
 
-@op(tags=PW, promote=DEFAULT, inplace=True, saves=("input", "min"))
+@binop(tensor_only=("input",), kinds="bif", refuse=_CLAMP, check=_check_clamp, inplace=True,
+       saves=("input", "min"))
 def clamp_min(xp, input: "Tensor", min: "Scalar|Tensor"):
+    """``clamp_min(input, min)``."""
     return xp.maximum(input, min)
 
 
@@ -514,8 +662,10 @@ def _(ctx, g):
     return g * (x >= lo), (g * (x < lo) if _is_t(lo) else None)
 
 
-@op(tags=PW, promote=DEFAULT, inplace=True, saves=("input", "max"))
+@binop(tensor_only=("input",), kinds="bif", refuse=_CLAMP, check=_check_clamp, inplace=True,
+       saves=("input", "max"))
 def clamp_max(xp, input: "Tensor", max: "Scalar|Tensor"):
+    """``clamp_max(input, max)``."""
     return xp.minimum(input, max)
 
 
@@ -525,14 +675,38 @@ def _(ctx, g):
     return g * (x <= hi), (g * (x > hi) if _is_t(hi) else None)
 
 
-@op(tags=PW, promote=DEFAULT, inplace=True, saves=("input", "end", "weight"))
+def _check_lerp(raw, rt, kwargs):
+    # a Python weight: input and end of one float type; a tensor weight: the three promote
+    # together, but an n-d weight must have input's type
+    x, end, w = raw["input"], raw["end"], raw["weight"]
+    if not isinstance(w, np.ndarray):
+        if kind(x) not in "fc":
+            raise NotImplementedError(f'"lerp_kernel_scalar" not implemented for '
+                                      f"'{type_name(x)}'")
+        if end.dtype != x.dtype:
+            raise RuntimeError(f"expected dtype {_short(x)} for `end` but got dtype "
+                               f"{_short(end)}")
+        if isinstance(w, complex) and kind(x) != "c":
+            raise RuntimeError(f"value cannot be converted to type {_short(x)} without overflow")
+        return
+    if w.ndim and w.dtype != x.dtype:
+        raise RuntimeError(f"expected dtype {_short(x)} for `weight` but got dtype {_short(w)}")
+    if rt.kind not in "fc":
+        raise NotImplementedError(f'"lerp_kernel_tensor" not implemented for '
+                                  f"'{D.TYPE_NAME[rt]}'")
+
+
+def _short(a):
+    return {np.float32: "float", np.float64: "double", np.float16: "c10::Half"}.get(
+        a.dtype.type, str(a.dtype))
+
+
+@binop(tensor_only=("input", "end"), kinds="fc", check=_check_lerp, inplace=True,
+       saves=("input", "end", "weight"))
 def lerp(xp, input: "Tensor", end: "Tensor", weight: "Scalar|Tensor"):
-    for v in (input, end):
-        if v.dtype.kind not in "fc":
-            raise RuntimeError(f"\"lerp_kernel_scalar\" not implemented for "
-                               f"'{_torch_name(v.dtype)}'")
+    """``lerp(input, end, weight)``: input + weight * (end - input)."""
+    w = weight if not isinstance(weight, np.ndarray) else weight.astype(input.dtype)
     # PyTorch's two-sided formula keeps lerp exact at weight 0 and 1
-    w = weight
     small = xp.abs(w) < 0.5
     return xp.where(small, input + w * (end - input), end - (end - input) * (1 - w))
 
@@ -540,35 +714,49 @@ def lerp(xp, input: "Tensor", end: "Tensor", weight: "Scalar|Tensor"):
 @lerp.def_backward
 def _(ctx, g):
     x, e, w = ctx.input, ctx.end, ctx.weight
-    gw = g * (e - x) if _is_t(w) else None
-    return g * (1 - w), g * w, gw
+    gw = g * _conj(e - x) if _is_t(w) else None
+    return g * _conj(1 - w), g * _conj(w), gw
 
 
-@op(tags=PW, promote=DEFAULT, inplace=True, saves=("tensor1", "tensor2"))
+_ADDCDIV_INT = ("Integer division with addcdiv is no longer supported, and in a future  release "
+                "addcdiv will perform a true division of tensor1 and tensor2. The historic "
+                "addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / "
+                "tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / "
+                "tensor2) for float inputs. The future addcdiv behavior is just the latter "
+                "implementation: (input + value * tensor1 / tensor2), for all dtypes.")
+
+
+def _check_addcdiv(raw, rt, kwargs):
+    if all(kind(raw[n]) in "bi" for n in ("tensor1", "tensor2")):
+        raise RuntimeError(_ADDCDIV_INT)
+
+
+_ADDC_BOOL = {"b": (NotImplementedError, '"addcmul_cpu_out" not implemented for \'{T}\'')}
+
+
+TERNARY = ("input", "tensor1", "tensor2")
+
+
+@binop(tensor_only=TERNARY, kinds="ifc", refuse=_ADDC_BOOL, inplace=True,
+       saves=("tensor1", "tensor2"))
 def addcmul(xp, input: "Tensor", tensor1: "Tensor", tensor2: "Tensor", *, value=1):
-    return input + value * (tensor1 * tensor2)
+    """``addcmul(input, tensor1, tensor2, *, value=1)``: input + value * tensor1 * tensor2."""
+    return input + to_compute(value, input.dtype) * (tensor1 * tensor2)
 
 
 @addcmul.def_backward
 def _(ctx, g):
     v = ctx.value
-    return g, g * ctx.tensor2 * v, g * ctx.tensor1 * v
+    return g, g * _conj(ctx.tensor2 * v), g * _conj(ctx.tensor1 * v)
 
 
-@op(tags=PW, promote=DEFAULT, inplace=True, saves=("tensor1", "tensor2"))
+@binop(tensor_only=TERNARY, check=_check_addcdiv, inplace=True, saves=("tensor1", "tensor2"))
 def addcdiv(xp, input: "Tensor", tensor1: "Tensor", tensor2: "Tensor", *, value=1):
-    if tensor1.dtype.kind in "iub" and tensor2.dtype.kind in "iub":
-        raise RuntimeError("Integer division with addcdiv is no longer supported, and in a "
-                           "future release addcdiv will perform a true division of tensor1 and "
-                           "tensor2. The historic addcdiv behavior can be implemented as "
-                           "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
-                           "integer inputs and as (input + value * tensor1 / tensor2) for float "
-                           "inputs. The future addcdiv behavior is just the latter "
-                           "implementation: (input + value * tensor1 / tensor2), for all dtypes.")
-    return input + value * (tensor1 / tensor2)
+    """``addcdiv(input, tensor1, tensor2, *, value=1)``: input + value * tensor1 / tensor2."""
+    return input + to_compute(value, input.dtype) * (tensor1 / tensor2)
 
 
 @addcdiv.def_backward
 def _(ctx, g):
     v, t1, t2 = ctx.value, ctx.tensor1, ctx.tensor2
-    return g, g * v / t2, -g * v * t1 / (t2 * t2)
+    return g, g * _conj(v / t2), -g * _conj(v * t1 / (t2 * t2))

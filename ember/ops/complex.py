@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .bind import tensor_method
-from .registry import INT_TO_FLOAT, op
+from .registry import op
 
 PW = ("pointwise",)
 PUBLIC = ["is_conj", "resolve_conj"]
@@ -68,23 +68,25 @@ tensor_method("real")(property(lambda self: real(self)))
 tensor_method("imag")(property(lambda self: imag(self)))
 
 
-@op(tags=PW, promote=INT_TO_FLOAT, saves=("input",))
+@op(tags=PW, upcast_half=True, saves=("input",))
 def angle(xp, input: "Tensor"):
+    """``angle(input)``: the argument of complex input (a real tensor); pi for negative reals,
+    0 otherwise (NaN stays NaN); integers give the default float type."""
     if input.dtype.kind == "c":
         return xp.angle(input)
-    return xp.where(input < 0, xp.pi, 0).astype(input.dtype) + input * 0  # keeps NaN
+    x = input if input.dtype.kind == "f" else input.astype(D.get_default_dtype().np)
+    r = xp.where(x < 0, xp.asarray(np.pi, x.dtype), xp.zeros((), x.dtype))
+    return xp.where(xp.isnan(x), x, r)
 
 
 @angle.def_backward
 def _(ctx, g):
-    x = ctx.input
-    if not x.is_complex():
+    z = ctx.input
+    if not z.is_complex():
         return g.new_zeros(g.shape)
-    # d angle: grad * (-imag, real) / |z|^2, as a complex gradient
-    denom = x.abs() ** 2
-    # PyTorch: angle_backward = grad * z / |z|^2 rotated: (-imag + i*real) / |z|^2 ... with
-    # its conjugate convention this is g * (x.imag + 1j * x.real).neg()... see tests
-    return g * (-x.imag + 1j * x.real).conj() / denom.masked_fill(denom == 0, 1) * -1
+    # PyTorch: grad * z / |z|^2 * i, and 0 at z = 0
+    a2 = z.abs().square()
+    return (g * z / a2.masked_fill(a2 == 0, 1) * 1j).masked_fill(z == 0, 0)
 
 
 @op(view=True, out=False)
@@ -92,6 +94,11 @@ def view_as_real(xp, input: "Tensor"):
     if input.dtype.kind != "c":
         raise RuntimeError("view_as_real is only supported for complex tensors")
     return input[..., None].view(input.real.dtype)
+
+
+@view_as_real.def_meta
+def _(input):
+    return tuple(input.shape) + (2,), input.dtype.to_real()
 
 
 @view_as_real.def_backward
@@ -102,14 +109,24 @@ def _(ctx, g):
 
 @op(view=True, out=False)
 def view_as_complex(xp, input: "Tensor"):
+    if input.dtype == np.float16:
+        raise NotImplementedError("ember has no complex32 (ComplexHalf) dtype")
     if input.dtype not in (np.float32, np.float64):
-        raise RuntimeError("view_as_complex is only supported for float and double tensors, but "
-                           f"got a tensor of scalar type: {D.TYPE_NAME[D.from_np(input.dtype)]}")
+        raise RuntimeError("view_as_complex is only supported for half, float and double "
+                           "tensors, but got a tensor of scalar type: "
+                           f"{D.TYPE_NAME[D.from_np(input.dtype)]}")
     if input.ndim == 0 or input.shape[-1] != 2:
         raise RuntimeError("Tensor must have a last dimension of size 2")
     if input.strides[-1] != input.itemsize:
         raise RuntimeError("Tensor must have a last dimension with stride 1")
     return input.view(np.complex64 if input.dtype == np.float32 else np.complex128)[..., 0]
+
+
+@view_as_complex.def_meta
+def _(input):
+    if len(input.shape) == 0 or input.shape[-1] != 2:
+        raise RuntimeError("Tensor must have a last dimension of size 2")
+    return tuple(input.shape[:-1]), input.dtype.to_complex()
 
 
 @view_as_complex.def_backward
@@ -118,13 +135,26 @@ def _(ctx, g):
     return view_as_real(g)
 
 
+def _float_pair(real, imag):
+    names = (D.TYPE_NAME[D.from_np(real.dtype)], D.TYPE_NAME[D.from_np(imag.dtype)])
+    if real.dtype.kind != "f" or imag.dtype.kind != "f":
+        raise RuntimeError("Expected both inputs to be Half, Float or Double tensors but got "
+                           f"{names[0]} and {names[1]}")
+    if real.dtype != imag.dtype:
+        raise RuntimeError(f"Expected object of scalar type {names[0]} but got scalar type "
+                           f"{names[1]} for second argument")
+    if real.dtype == np.float16:
+        raise NotImplementedError("ember has no complex32 (ComplexHalf) dtype")
+    return np.complex64 if real.dtype == np.float32 else np.complex128
+
+
 @op(tags=PW)
 def complex(xp, real: "Tensor", imag: "Tensor"):
-    if real.dtype != imag.dtype or real.dtype.kind != "f":
-        raise RuntimeError("Expected both inputs to be Half, Float or Double tensors but got "
-                           f"{D.TYPE_NAME[D.from_np(real.dtype)]} and "
-                           f"{D.TYPE_NAME[D.from_np(imag.dtype)]}")
-    return real + 1j * imag.astype(np.complex64 if real.dtype == np.float32 else np.complex128)
+    """``complex(real, imag)``: a complex tensor from two float tensors of one dtype."""
+    ct = _float_pair(real, imag)
+    out = xp.empty(xp.broadcast_shapes(real.shape, imag.shape), ct)
+    out.real, out.imag = real, imag
+    return out
 
 
 @complex.def_backward
@@ -132,16 +162,17 @@ def _(ctx, g):
     return g.real, g.imag
 
 
-@op(tags=PW, saves=("abs", "angle"))
+@op(tags=PW, save_output=True)
 def polar(xp, abs: "Tensor", angle: "Tensor"):
-    ct = np.complex64 if abs.dtype == np.float32 else np.complex128
-    return (abs * xp.cos(angle) + 1j * abs * xp.sin(angle)).astype(ct)
+    """``polar(abs, angle)``: abs * (cos(angle) + i sin(angle))."""
+    ct = _float_pair(abs, angle)
+    out = xp.empty(xp.broadcast_shapes(abs.shape, angle.shape), ct)
+    out.real, out.imag = abs * xp.cos(angle), abs * xp.sin(angle)
+    return out
 
 
 @polar.def_backward
 def _(ctx, g):
-    r, th = ctx.abs, ctx.angle
-    c, s = th.cos(), th.sin()
-    gr = g.real * c + g.imag * s
-    gth = r * (g.imag * c - g.real * s)
-    return gr, gth
+    # PyTorch: d abs = Re(conj(g) sgn(result)), d angle = Re(conj(g) i result)
+    out, gc = ctx.out, g.conj()
+    return (gc * out.sgn()).real, (gc * out * 1j).real

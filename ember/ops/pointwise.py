@@ -1,137 +1,339 @@
-"""Unary pointwise ops, defined by one table: name, numpy kernel, promotion, derivative."""
+"""Pointwise ops: the unary ones, defined by one table (name, numpy kernel, derivative,
+dtypes), and ``promoted_op``, the registration helper of the binary and ternary ones
+(binary.py), which promotes their operands itself.
+
+Gradients follow PyTorch's complex convention: for a holomorphic f the input gradient is
+``grad * conj(f'(x))`` (see ``Unary``).
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
+from typing import Callable, NamedTuple
 
 import numpy as np
 
+from .. import _dtype as D
 from ..backends import special
+from .bind import tensor_method
 from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, alias_all, op
+
 
 POINTWISE = ("pointwise",)
 LN2 = math.log(2.0)
 LN10 = math.log(10.0)
+TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
-def _no_bool(name, what):
-    def check(x):
-        if x.dtype == np.bool_:
-            raise RuntimeError(what)
-    return check
+def kind(a: np.ndarray) -> str:
+    """The dtype category of an array: "b" bool, "i" integer (signed or not), "f" floating
+    (bfloat16 included: numpy files it under "V"), "c" complex."""
+    k = a.dtype.kind
+    return "i" if k == "u" else "f" if k == "V" else k
 
 
-# name: (kernel(xp, x), promotion, backward(g, x, y) in ember ops, what backward needs)
-# "x" saves the input, "y" the output, None neither.
-UNARY = {
-    "exp": (lambda xp, x: xp.exp(x), INT_TO_FLOAT, lambda g, x, y: g * y.conj(), "y"),
-    "exp2": (lambda xp, x: xp.exp2(x), INT_TO_FLOAT, lambda g, x, y: g * y * LN2, "y"),
-    "expm1": (lambda xp, x: xp.expm1(x), INT_TO_FLOAT, lambda g, x, y: g * (y + 1), "y"),
-    "log": (lambda xp, x: xp.log(x), INT_TO_FLOAT, lambda g, x, y: g / x.conj(), "x"),
-    "log2": (lambda xp, x: xp.log2(x), INT_TO_FLOAT, lambda g, x, y: g / (x * LN2), "x"),
-    "log10": (lambda xp, x: xp.log10(x), INT_TO_FLOAT, lambda g, x, y: g / (x * LN10), "x"),
-    "log1p": (lambda xp, x: xp.log1p(x), INT_TO_FLOAT, lambda g, x, y: g / (x + 1), "x"),
-    "sqrt": (lambda xp, x: xp.sqrt(x), INT_TO_FLOAT, lambda g, x, y: g / (2 * y.conj()), "y"),
-    "rsqrt": (lambda xp, x: 1 / xp.sqrt(x), INT_TO_FLOAT, lambda g, x, y: -0.5 * g * y ** 3,
-              "y"),
-    "reciprocal": (lambda xp, x: xp.reciprocal(x), INT_TO_FLOAT,
-                   lambda g, x, y: -g * (y * y).conj(), "y"),
-    "sin": (lambda xp, x: xp.sin(x), INT_TO_FLOAT, lambda g, x, y: g * x.cos().conj(), "x"),
-    "cos": (lambda xp, x: xp.cos(x), INT_TO_FLOAT, lambda g, x, y: -g * x.sin().conj(), "x"),
-    "tan": (lambda xp, x: xp.tan(x), INT_TO_FLOAT, lambda g, x, y: g * (1 + y * y).conj(), "y"),
-    "asin": (lambda xp, x: xp.arcsin(x), INT_TO_FLOAT,
-             lambda g, x, y: g * (1 - x * x).rsqrt(), "x"),
-    "acos": (lambda xp, x: xp.arccos(x), INT_TO_FLOAT,
-             lambda g, x, y: -g * (1 - x * x).rsqrt(), "x"),
-    "atan": (lambda xp, x: xp.arctan(x), INT_TO_FLOAT, lambda g, x, y: g / (1 + x * x), "x"),
-    "sinh": (lambda xp, x: xp.sinh(x), INT_TO_FLOAT, lambda g, x, y: g * x.cosh(), "x"),
-    "cosh": (lambda xp, x: xp.cosh(x), INT_TO_FLOAT, lambda g, x, y: g * x.sinh(), "x"),
-    "tanh": (lambda xp, x: xp.tanh(x), INT_TO_FLOAT, lambda g, x, y: g * (1 - y * y).conj(),
-             "y"),
-    "asinh": (lambda xp, x: xp.arcsinh(x), INT_TO_FLOAT,
-              lambda g, x, y: g * (x * x + 1).rsqrt(), "x"),
-    "acosh": (lambda xp, x: xp.arccosh(x), INT_TO_FLOAT,
-              lambda g, x, y: g * (x * x - 1).rsqrt(), "x"),
-    "atanh": (lambda xp, x: xp.arctanh(x), INT_TO_FLOAT, lambda g, x, y: g / (1 - x * x), "x"),
-    "sigmoid": (lambda xp, x: special.sigmoid(x), INT_TO_FLOAT,
-                lambda g, x, y: g * (y * (1 - y)).conj(), "y"),
-    "erf": (lambda xp, x: special.erf(x), INT_TO_FLOAT,
-            lambda g, x, y: g * (2 / math.sqrt(math.pi)) * (-x * x).exp(), "x"),
-    "erfc": (lambda xp, x: special.erfc(x), INT_TO_FLOAT,
-             lambda g, x, y: g * (-2 / math.sqrt(math.pi)) * (-x * x).exp(), "x"),
-    "erfinv": (lambda xp, x: special.erfinv(x), INT_TO_FLOAT,
-               lambda g, x, y: g * (math.sqrt(math.pi) / 2) * (y * y).exp(), "y"),
-    "lgamma": (lambda xp, x: special.lgamma(x), INT_TO_FLOAT, lambda g, x, y: g * x.digamma(),
-               "x"),
-    "digamma": (lambda xp, x: special.digamma(x), INT_TO_FLOAT,
-                lambda g, x, y: g * _trigamma(x), "x"),
-    "square": (lambda xp, x: xp.square(x) if x.dtype != np.bool_ else x.astype(np.int64),
-               DEFAULT, lambda g, x, y: g * 2 * x.conj(), "x"),
-    "neg": (lambda xp, x: (_no_bool("neg", _NEG_BOOL)(x), xp.negative(x))[1], DEFAULT,
-            lambda g, x, y: -g, None),
-    "sign": (lambda xp, x: _sign(xp, x), DEFAULT, lambda g, x, y: g.new_zeros(g.shape), None),
-    "floor": (lambda xp, x: xp.floor(x) if x.dtype.kind == "f" else x.copy(), DEFAULT,
-              lambda g, x, y: g.new_zeros(g.shape), None),
-    "ceil": (lambda xp, x: xp.ceil(x) if x.dtype.kind == "f" else x.copy(), DEFAULT,
-             lambda g, x, y: g.new_zeros(g.shape), None),
-    "trunc": (lambda xp, x: xp.trunc(x) if x.dtype.kind == "f" else x.copy(), DEFAULT,
-              lambda g, x, y: g.new_zeros(g.shape), None),
-    "frac": (lambda xp, x: x - xp.trunc(x), DEFAULT, lambda g, x, y: g, None),
-    "bitwise_not": (lambda xp, x: _int_only("bitwise_not", x) or xp.invert(x), DEFAULT, None,
-                    None),
-}
+def type_name(a: np.ndarray) -> str:
+    """PyTorch's scalar-type name of an array's dtype ('Float', 'Long', ...)."""
+    return D.TYPE_NAME[D.from_np(a.dtype)]
+
+
+def not_implemented(name: str, a: np.ndarray) -> NotImplementedError:
+    return NotImplementedError(f'"{name}_cpu" not implemented for \'{type_name(a)}\'')
+
+
+# ---------------------------------------------------------------------- multi-operand ops
+# Binary and ternary ops promote their operands in the impl rather than in the dispatcher:
+# PyTorch's rules for them depend on what the dispatcher's promotion erases (whether an
+# operand was a Python scalar, its dtype before promotion, keyword arguments such as div's
+# rounding_mode).
+_HALF = (D.float16, D.bfloat16)
+_SCALARS = (bool, int, float, complex)
+_CATEGORY = {"b": "b", "u": "i", "i": "i", "f": "f", "c": "c"}  # dtype.kind -> kind()
+
+
+def _operand_dtype(v, name, opname, tensor_only, pos):
+    if isinstance(v, np.ndarray):
+        return D.from_np(v.dtype), v.ndim > 0
+    if isinstance(getattr(v, "dtype", None), D.dtype):  # a metadata stand-in (run_meta)
+        return v.dtype, len(v.shape) > 0
+    if name in tensor_only or not isinstance(v, _SCALARS):
+        raise TypeError(f"{opname}(): argument '{name}' (position {pos + 1}) must be Tensor, "
+                        f"not {type(v).__name__}")
+    return D.scalar_dtype(v), None
+
+
+def result_dtype(opname: str, names, values, promote, tensor_only=()):
+    """PyTorch's result dtype of ``values`` (arrays of tensors, Python scalars) and the dtype
+    to compute in (float32 for float16/bfloat16)."""
+    dims = zeros = scalars = None
+    for pos, (n, v) in enumerate(zip(names, values)):
+        if v is None:
+            continue
+        dt, nd = _operand_dtype(v, n, opname, tensor_only, pos)
+        if nd is None:
+            scalars = dt if scalars is None else D.promote_types(scalars, dt)
+        elif nd:
+            dims = dt if dims is None else D.promote_types(dims, dt)
+        else:
+            zeros = dt if zeros is None else D.promote_types(zeros, dt)
+    rt = D.result_type_of(dims, zeros, scalars)
+    if promote == INT_TO_FLOAT and rt.kind in "uib":
+        rt = D.get_default_dtype()
+    return rt, (D.float32 if rt in _HALF else rt)
+
+
+def to_compute(v, npdt):
+    if v is None:
+        return None
+    if isinstance(v, np.ndarray):
+        return v if v.dtype == npdt else v.astype(npdt)
+    # Python scalars take the compute type (integers wrap, as PyTorch's wrapped numbers do)
+    return np.asarray(v).astype(npdt)
+
+
+def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, check=None,
+                promote_args=None, name=None, **options):
+    """Register a pointwise op whose impl receives its operands promoted to one compute type,
+    with a meta function (broadcast shape, result dtype) that needs no data.
+
+    promote:      DEFAULT, INT_TO_FLOAT, ALWAYS_BOOL, or ``promote(kwargs) -> kind``; None
+                  leaves the operands alone (the impl decides its dtype).
+    tensor_only:  parameters that refuse Python scalars (TypeError, like PyTorch).
+    kinds:        dtype categories (see pointwise.kind) the compute type may have; others
+                  raise ``refuse[category]`` or PyTorch's NotImplementedError.
+    check:        ``check(raw, rt, kwargs)`` sees the unpromoted operands by name first.
+    The result is cast to the result dtype (bool for ALWAYS_BOOL).
+    """
+    def register(fn):
+        params = list(inspect.signature(fn).parameters.values())[1:]
+        names = [p.name for p in params]
+        tensors = [p.name for p in params if "Tensor" in str(p.annotation)]
+        pnames = list(promote_args or tensors)
+        ppos = [names.index(n) for n in pnames]
+        opname = name or fn.__name__.rstrip("_")
+
+        @functools.wraps(fn)
+        def impl(xp, *args, **kwargs):
+            args = list(args)
+            raw = [args[i] if i < len(args) else None for i in ppos]
+            k = promote(kwargs) if callable(promote) else promote
+            if k is None or all(v is None for v in raw):
+                return fn(xp, *args, **kwargs)
+            first = raw[0]
+            if type(first) is np.ndarray and all(
+                    type(v) is np.ndarray and v.dtype == first.dtype for v in raw):
+                # the common case, operands of one dtype: no categories to weigh
+                rt = D._FROM_NP[first.dtype]
+                if k == INT_TO_FLOAT and rt.kind in "uib":
+                    rt = D.get_default_dtype()
+                ct = D.float32 if rt in _HALF else rt
+            else:
+                rt, ct = result_dtype(opname, pnames, raw, k, tensor_only)
+            if check is not None:
+                check(dict(zip(pnames, raw)), rt, kwargs)
+            cnp = ct.np
+            c = _CATEGORY[ct.kind]
+            if c not in kinds:
+                if refuse and c in refuse:
+                    raise refuse[c][0](refuse[c][1].format(T=D.TYPE_NAME[rt]))
+                raise not_implemented(opname, np.empty(0, rt.np))
+            for i in ppos:
+                if i < len(args):
+                    args[i] = to_compute(args[i], cnp)
+            res = fn(xp, *args, **kwargs)
+            if isinstance(res, np.generic):  # numpy hands back scalars for 0-d operands
+                res = np.asarray(res)
+            if not isinstance(res, np.ndarray):
+                return res
+            out = D.bool_ if k == ALWAYS_BOOL else rt
+            return res if res.dtype == out.np else res.astype(out.np)
+
+        d = op(opname, tags=POINTWISE, **options)(impl)
+        if promote is not None:
+            d.def_meta(_pointwise_meta(opname, params, tensors, pnames, promote, tensor_only))
+        return d
+    return register
+
+
+def _pointwise_meta(opname, params, tensors, pnames, promote, tensor_only):
+    sig = inspect.Signature(params)
+
+    def meta(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        v = bound.arguments
+        shapes = [tuple(v[n].shape) for n in tensors if hasattr(v[n], "shape")]
+        if all(v[n] is None for n in pnames):
+            raise RuntimeError(f"{opname}: output shape depends on the input's values")
+        k = promote(bound.kwargs) if callable(promote) else promote
+        rt, _ = result_dtype(opname, pnames, [v[n] for n in pnames], k, tensor_only)
+        return tuple(np.broadcast_shapes(*shapes)), (D.bool_ if k == ALWAYS_BOOL else rt)
+    return meta
+
+
+# ---------------------------------------------------------------------- unary table
+class Unary(NamedTuple):
+    """One row of the table.
+
+    kernel: a numpy function name (looked up on ``xp``) or ``kernel(xp, x)``.
+    deriv:  ``deriv(g, x, y)``, the input gradient ``g * f'(x)`` in ember ops (x the input,
+            y the output), or "zero" (piecewise constant), or None (not differentiable).
+            For complex tensors it receives conj(x) and conj(y): every function here has
+            f(conj z) = conj f(z), so that yields PyTorch's ``g * conj(f'(x))``.
+    needs:  what ``deriv`` reads: "x", "y" or None.
+    kinds:  the dtype categories the kernel accepts once promotion has run ("bifc").
+    refuse: {category: (exception type, message)} where PyTorch's error differs from
+            '"<op>_cpu" not implemented for ...'.
+    raw:    pass x and y unconjugated: on a branch cut sqrt(conj w) is not conj(sqrt(w)),
+            so those rows conjugate f'(x) themselves (``_cj``), as PyTorch does.
+    """
+
+    kernel: str | Callable
+    deriv: Callable | str | None = None
+    needs: str | None = None
+    promote: str = INT_TO_FLOAT
+    kinds: str = "fc"
+    refuse: dict | None = None
+    raw: bool = False
+
+
+def _sign(xp, x):
+    if x.dtype == np.bool_:
+        return x.copy()
+    s = xp.sign(x)
+    if kind(x) == "f":  # PyTorch: sign(nan) = 0
+        s = xp.where(xp.isnan(x), xp.zeros((), x.dtype), s)
+    return s
+
+
+def _no_complex(name):
+    return {"c": (NotImplementedError, f"{name} is not supported for complex inputs")}
+
+
 _NEG_BOOL = ("Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
              "to invert a mask, use the `~` or `logical_not()` operator instead.")
+_SIGN_COMPLEX = ("Unlike NumPy, torch.sign is not intended to support complex numbers. Please "
+                 "use torch.sgn instead.")
+
+
+def _trigamma(x):
+    return polygamma(1, x)
+
+
+def _cj(t):
+    return t.conj() if t.is_complex() else t
+
+
+def _acosh_deriv(x):
+    # complex: the principal branch's derivative is 1 / (sqrt(z - 1) sqrt(z + 1)), not
+    # rsqrt(z^2 - 1); real: PyTorch's rsqrt(x^2 - 1) (finite even where acosh is NaN)
+    if x.is_complex():
+        return ((x - 1).sqrt() * (x + 1).sqrt()).reciprocal()
+    return (x * x - 1).rsqrt()
+
+
+UNARY = {
+    "exp": Unary("exp", lambda g, x, y: g * y, "y"),
+    "exp2": Unary("exp2", lambda g, x, y: g * y * LN2, "y"),
+    "expm1": Unary("expm1", lambda g, x, y: g * (y + 1), "y"),
+    "log": Unary("log", lambda g, x, y: g / x, "x"),
+    "log2": Unary("log2", lambda g, x, y: g / (x * LN2), "x"),
+    "log10": Unary("log10", lambda g, x, y: g / (x * LN10), "x"),
+    "log1p": Unary("log1p", lambda g, x, y: g / (x + 1), "x"),
+    "sqrt": Unary("sqrt", lambda g, x, y: g / (2 * y), "y"),
+    "rsqrt": Unary(lambda xp, x: 1 / xp.sqrt(x), lambda g, x, y: -0.5 * g * y * y * y, "y"),
+    "reciprocal": Unary("reciprocal", lambda g, x, y: -g * y * y, "y"),
+    "sin": Unary("sin", lambda g, x, y: g * x.cos(), "x"),
+    "cos": Unary("cos", lambda g, x, y: -g * x.sin(), "x"),
+    "tan": Unary("tan", lambda g, x, y: g * (1 + y * y), "y"),
+    "asin": Unary("arcsin", lambda g, x, y: g * _cj((1 - x * x).rsqrt()), "x", raw=True),
+    "acos": Unary("arccos", lambda g, x, y: -g * _cj((1 - x * x).rsqrt()), "x", raw=True),
+    "atan": Unary("arctan", lambda g, x, y: g / (1 + x * x), "x"),
+    "sinh": Unary("sinh", lambda g, x, y: g * x.cosh(), "x"),
+    "cosh": Unary("cosh", lambda g, x, y: g * x.sinh(), "x"),
+    "tanh": Unary("tanh", lambda g, x, y: g * (1 - y * y), "y"),
+    "asinh": Unary("arcsinh", lambda g, x, y: g * _cj((x * x + 1).rsqrt()), "x", raw=True),
+    "acosh": Unary("arccosh", lambda g, x, y: g * _cj(_acosh_deriv(x)), "x", raw=True),
+    "atanh": Unary("arctanh", lambda g, x, y: g / (1 - x * x), "x"),
+    "sigmoid": Unary(lambda xp, x: special.sigmoid(x), lambda g, x, y: g * (y * (1 - y)), "y"),
+    "erf": Unary(lambda xp, x: special.erf(x),
+                 lambda g, x, y: g * (-x * x).exp() * TWO_OVER_SQRT_PI, "x", kinds="f"),
+    "erfc": Unary(lambda xp, x: special.erfc(x),
+                  lambda g, x, y: g * (-x * x).exp() * -TWO_OVER_SQRT_PI, "x", kinds="f"),
+    "erfinv": Unary(lambda xp, x: special.erfinv(x),
+                    lambda g, x, y: g * (y * y).exp() * (math.sqrt(math.pi) / 2), "y",
+                    kinds="f"),
+    "lgamma": Unary(lambda xp, x: special.lgamma(x), lambda g, x, y: g * x.digamma(), "x",
+                    kinds="f"),
+    "digamma": Unary(lambda xp, x: special.digamma(x), lambda g, x, y: g * _trigamma(x), "x",
+                     kinds="f"),
+    "neg": Unary("negative", lambda g, x, y: -g, None, DEFAULT, "ifc",
+                 {"b": (RuntimeError, _NEG_BOOL)}),
+    "sign": Unary(_sign, "zero", None, DEFAULT, "bif",
+                  {"c": (NotImplementedError, _SIGN_COMPLEX)}),
+    "floor": Unary("floor", "zero", None, DEFAULT, "if", _no_complex("floor")),
+    "ceil": Unary("ceil", "zero", None, DEFAULT, "if", _no_complex("ceil")),
+    "trunc": Unary("trunc", "zero", None, DEFAULT, "if", _no_complex("trunc")),
+    "frac": Unary(lambda xp, x: x - xp.trunc(x), lambda g, x, y: g, None, DEFAULT, "f"),
+    "bitwise_not": Unary("invert", None, None, DEFAULT, "bi"),
+}
+# integer floor/ceil/trunc are the identity (numpy would turn them into floats)
+_INTEGER_IDENTITY = {"floor", "ceil", "trunc"}
 alias_all({"negative": "neg", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
            "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "fix": "trunc",
            "absolute": "abs"})
 
 
-def _int_only(name, x):
-    if x.dtype.kind in "fc":
-        raise NotImplementedError(f"\"{name}_cpu\" not implemented for "
-                           f"'{'Float' if x.dtype == np.float32 else str(x.dtype).capitalize()}'")
+def check_kinds(name: str, x: np.ndarray, kinds: str, refuse: dict | None = None) -> None:
+    """Raise PyTorch's error when ``x``'s dtype category is not among ``kinds``."""
+    k = kind(x)
+    if k not in kinds:
+        if refuse and k in refuse:
+            raise refuse[k][0](refuse[k][1])
+        raise not_implemented(name, x)
 
 
-def _sign(xp, x):
-    if x.dtype.kind == "c":
-        raise RuntimeError("Unlike NumPy, torch.sign is not intended to support complex numbers. "
-                           "Please use torch.sgn instead.")
-    if x.dtype == np.bool_:
-        return x.copy()
-    return xp.sign(x)
+def _register_unary(name: str, row: Unary):
+    ufunc = row.kernel if callable(row.kernel) else None
+    identity_ints = name in _INTEGER_IDENTITY
 
-
-def _trigamma(x):
-    from .. import polygamma
-    return polygamma(1, x)
-
-
-def _register_unary(name, kernel, promote, deriv, needs):
     def impl(xp, input: "Tensor"):
-        return kernel(xp, input)
+        check_kinds(name, input, row.kinds, row.refuse)
+        if identity_ints and kind(input) != "f":
+            return input.copy()
+        if ufunc is not None:
+            return ufunc(xp, input)
+        return getattr(xp, row.kernel)(input)
+
     impl.__name__ = name
-    d = op(name, tags=POINTWISE, promote=promote, inplace=True,
-           saves=("input",) if needs == "x" else (), save_output=needs == "y",
-           differentiable=deriv is not None)(impl)
-    if deriv is not None:
+    impl.__doc__ = f"``{name}(input)``, elementwise."
+    d = op(name, tags=POINTWISE, promote=row.promote, inplace=True,
+           saves=("input",) if row.needs == "x" else (), save_output=row.needs == "y",
+           differentiable=row.deriv is not None)(impl)
+    deriv, needs, raw = row.deriv, row.needs, row.raw
+    if deriv == "zero":
+        d.def_backward(lambda ctx, g: g.new_zeros(g.shape))
+    elif deriv is not None:
         def backward(ctx, g):
-            x = ctx.input if needs == "x" else None
-            y = ctx.out if needs == "y" else None
-            return deriv(g, x, y)
+            v = ctx.input if needs == "x" else ctx.out if needs == "y" else None
+            if v is not None and not raw and v.is_complex():
+                v = v.conj()
+            return deriv(g, v if needs == "x" else None, v if needs == "y" else None)
         d.def_backward(backward)
     return d
 
 
-for _name, _spec in UNARY.items():
-    globals()[_name] = _register_unary(_name, *_spec)
+for _name, _row in UNARY.items():
+    globals()[_name] = _register_unary(_name, _row)
 
 
 # ---------------------------------------------------------------------- the rest, one by one
 @op(tags=POINTWISE, inplace=True, saves=("input",))
-def abs(xp, input: "Tensor"):  # no promotion: complex input gives a real result
-    if input.dtype == np.bool_:
-        raise NotImplementedError("\"abs_cpu\" not implemented for 'Bool'")
+def abs(xp, input: "Tensor"):
+    """``abs(input)``; complex input gives its real magnitude (no promotion)."""
+    check_kinds("abs", input, "ifc")
     return xp.abs(input)
 
 
@@ -140,9 +342,23 @@ def _(ctx, g):
     return g * ctx.input.sgn()
 
 
+@op(tags=POINTWISE, view=True)
+def positive(xp, input: "Tensor"):
+    """``positive(input)``: the input itself (a view); refused for bool like unary ``+``."""
+    if input.dtype == np.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input.view()
+
+
+@positive.def_backward
+def _(ctx, g):
+    return g
+
+
 @op(tags=POINTWISE, promote=DEFAULT, inplace=True, save_output=True, saves=("input",))
 def sgn(xp, input: "Tensor"):
-    if input.dtype.kind != "c":
+    """``sgn(input)``: sign for real input, ``z / |z|`` (0 at 0) for complex."""
+    if kind(input) != "c":
         return _sign(xp, input)
     a = xp.abs(input)
     return xp.where(a == 0, 0, input / xp.where(a == 0, 1, a)).astype(input.dtype)
@@ -158,8 +374,25 @@ def _(ctx, g):
     return res.masked_fill(a == 0, 0)
 
 
+@op(tags=POINTWISE, upcast_half=True, inplace=True, saves=("input",))
+def square(xp, input: "Tensor"):
+    """``square(input)`` is ``input ** 2`` (so bool squares to int64, like pow)."""
+    if input.dtype == np.bool_:
+        return input.astype(np.int64)
+    return xp.square(input)
+
+
+
+@square.def_backward
+def _(ctx, g):
+    x = ctx.input
+    return g * (2 * (x.conj() if x.is_complex() else x))
+
+
 @op(tags=POINTWISE, promote=INT_TO_FLOAT, inplace=True, saves=("input",))
 def logit(xp, input: "Tensor", eps=None):
+    """``logit(input, eps=None)``: log(x / (1 - x)), x clamped to [eps, 1 - eps] if given."""
+    check_kinds("logit", input, "f")
     x = input if eps is None else xp.clip(input, eps, 1 - eps)
     return xp.log(x / (1 - x))
 
@@ -168,22 +401,27 @@ def logit(xp, input: "Tensor", eps=None):
 def _(ctx, g):
     x, eps = ctx.input, ctx.eps
     res = g / (x * (1 - x))
-    if eps is not None:
-        res = res.masked_fill((x < eps) | (x > 1 - eps), 0)
-    return res
+    if eps is None:  # PyTorch: NaN outside [0, 1]
+        return res.masked_fill((x < 0) | (x > 1), math.nan)
+    # zero outside [eps, 1 - eps] (the boundary itself kept) and at NaN, as PyTorch's
+    # vectorised kernel does (its scalar tail, used for short tensors, gives NaN there)
+    return res.masked_fill(~((x >= eps) & (x <= 1 - eps)), 0)
 
 
 @op(tags=POINTWISE, promote=DEFAULT, inplace=True)
 def round(xp, input: "Tensor", *, decimals=0):
-    if input.dtype.kind not in "fc":
+    """``round(input, *, decimals=0)``: half to even, as ``round(x * 10^d) / 10^d``."""
+    check_kinds("round", input, "if")
+    if kind(input) == "i":
+        if decimals != 0:
+            raise not_implemented("round", input)
         return input.copy()
     if decimals == 0:
         return xp.round(input)
-    scale = 10.0 ** decimals  # PyTorch: round(x * 10^d) / 10^d, half to even
+    t = input.dtype.type
     if decimals > 0:
-        return xp.round(input * input.dtype.type(scale)) / input.dtype.type(scale)
-    return xp.round(input / input.dtype.type(10.0 ** -decimals)) * input.dtype.type(
-        10.0 ** -decimals)
+        return xp.round(input * t(10.0 ** decimals)) / t(10.0 ** decimals)
+    return xp.round(input / t(10.0 ** -decimals)) * t(10.0 ** -decimals)
 
 
 @round.def_backward
@@ -193,65 +431,96 @@ def _(ctx, g):
 
 @op(tags=POINTWISE, inplace=True, saves=("input",))
 def nan_to_num(xp, input: "Tensor", nan=0.0, posinf=None, neginf=None):
-    if input.dtype.kind not in "fc":
+    """``nan_to_num(input, nan=0.0, posinf=None, neginf=None)``; infinities become the
+    dtype's extremes unless given."""
+    if kind(input) not in "fc":
         return input.copy()
+    if input.dtype.kind == "V":  # bfloat16: numpy's nan_to_num leaves non-numpy types alone
+        big = float(D.finfo(D.bfloat16).max)
+        r = xp.nan_to_num(input.astype(np.float32), nan=nan,
+                          posinf=big if posinf is None else posinf,
+                          neginf=-big if neginf is None else neginf)
+        return r.astype(input.dtype)
     return xp.nan_to_num(input, nan=nan, posinf=posinf, neginf=neginf)
 
 
 @nan_to_num.def_backward
 def _(ctx, g):
     x = ctx.input
+    if x.is_complex():
+        raise RuntimeError("nan_to_num does not support automatic differentiation for outputs "
+                           "with complex dtype.")
     return g * x.isfinite()
 
 
-def _predicate(name, fn):
+def _predicate(name, fn, kinds="bifc", refuse=None):
     def impl(xp, input: "Tensor"):
+        check_kinds(name, input, kinds, refuse)
+        if input.dtype.kind == "V":
+            input = input.astype(np.float32)  # bfloat16: numpy files it as no float type
         return fn(xp, input)
     impl.__name__ = name
+    impl.__doc__ = f"``{name}(input)``, elementwise; returns a bool tensor."
     return op(name, tags=POINTWISE, differentiable=False)(impl)
 
 
-isnan = _predicate("isnan", lambda xp, x: xp.isnan(x) if x.dtype.kind in "fc"
-                   else xp.zeros(x.shape, bool))
-isinf = _predicate("isinf", lambda xp, x: xp.isinf(x) if x.dtype.kind in "fc"
-                   else xp.zeros(x.shape, bool))
-isfinite = _predicate("isfinite", lambda xp, x: xp.isfinite(x) if x.dtype.kind in "fc"
-                      else xp.ones(x.shape, bool))
-isposinf = _predicate("isposinf", lambda xp, x: xp.isposinf(x) if x.dtype.kind == "f"
-                      else xp.zeros(x.shape, bool))
-isneginf = _predicate("isneginf", lambda xp, x: xp.isneginf(x) if x.dtype.kind == "f"
-                      else xp.zeros(x.shape, bool))
+def _on_floats(fn, otherwise):
+    return lambda xp, x: fn(x) if kind(x) in "fc" else otherwise(x.shape, bool)
+
+
+isnan = _predicate("isnan", lambda xp, x: _on_floats(xp.isnan, xp.zeros)(xp, x))
+isinf = _predicate("isinf", lambda xp, x: _on_floats(xp.isinf, xp.zeros)(xp, x))
+isfinite = _predicate("isfinite", lambda xp, x: _on_floats(xp.isfinite, xp.ones)(xp, x))
+isposinf = _predicate("isposinf", lambda xp, x: _on_floats(xp.isposinf, xp.zeros)(xp, x), "bif",
+                      {"c": (RuntimeError, "isposinf does not support complex inputs.")})
+isneginf = _predicate("isneginf", lambda xp, x: _on_floats(xp.isneginf, xp.zeros)(xp, x), "bif",
+                      {"c": (RuntimeError, "isneginf does not support complex inputs.")})
 isreal = _predicate("isreal", lambda xp, x: xp.isreal(x))
-signbit = _predicate("signbit", lambda xp, x: xp.signbit(x) if x.dtype.kind == "f"
-                     else (x < 0) if x.dtype.kind == "i" else xp.zeros(x.shape, bool))
+signbit = _predicate("signbit", lambda xp, x: xp.signbit(x) if kind(x) == "f" else x < 0, "bif",
+                     {"c": (NotImplementedError,
+                            "signbit is not implemented for complex tensors.")})
 logical_not = _predicate("logical_not", lambda xp, x: xp.logical_not(x))
 logical_not.has_inplace = True
 
 
-@op(tags=POINTWISE, promote=INT_TO_FLOAT, differentiable=True, saves=("input",))
-def polygamma(xp, n, input: "Tensor"):
+@op(tags=POINTWISE, promote=INT_TO_FLOAT, saves=("input",))
+def polygamma(xp, n: int, input: "Tensor"):
+    """``polygamma(n, input)``: the n-th derivative of digamma."""
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    check_kinds("polygamma", input, "f")
     return special.polygamma(n, input)
 
 
 @polygamma.def_backward
 def _(ctx, g):
-    from .. import polygamma as pg
-    return (g * pg(ctx.n + 1, ctx.input),)
+    return g * polygamma(ctx.n + 1, ctx.input)
 
 
-@op(tags=POINTWISE, promote=INT_TO_FLOAT, saves=("input",))
-def mvlgamma(xp, input: "Tensor", p):
-    j = xp.arange(p, dtype=input.dtype)
-    return (p * (p - 1) / 4 * math.log(math.pi) + special.lgamma(
-        input[..., None] - j / 2).sum(-1)).astype(input.dtype)
+@tensor_method("polygamma")
+def _polygamma_method(self, n: int):
+    """``x.polygamma(n)`` is ``polygamma(n, x)``."""
+    return polygamma(n, self)
+
+
+@op(tags=POINTWISE, upcast_half=True, inplace=True, saves=("input",))
+def mvlgamma(xp, input: "Tensor", p: int):
+    """``mvlgamma(input, p)``: the log of the multivariate gamma function of dimension p."""
+    if input.dtype == np.bool_:  # checked before promotion, so promotion happens here
+        raise RuntimeError("The input tensor may not be a boolean tensor.")
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    check_kinds("mvlgamma", input, "if")
+    if kind(input) == "i":
+        input = input.astype(D.get_default_dtype().np)
+    j = xp.arange(p, dtype=np.float64) / 2
+    terms = special.lgamma(input.astype(np.float64)[..., None] - j).sum(-1)
+    return (p * (p - 1) / 4 * math.log(math.pi) + terms).astype(input.dtype)
 
 
 @mvlgamma.def_backward
 def _(ctx, g):
     from .. import arange
     x, p = ctx.input, ctx.p
-    j = arange(p, dtype=x.dtype)
-    return g * (x.unsqueeze(-1) - j / 2).digamma().sum(-1)
-
-
-_ = ALWAYS_BOOL
+    j = arange(p, dtype=x.dtype) / 2
+    return g * (x.unsqueeze(-1) - j).digamma().sum(-1)
