@@ -85,8 +85,18 @@ OPERATORS = {
     "__irshift__": ("bitwise_right_shift", _binary_inplace),
     "__eq__": ("eq", _binary), "__ne__": ("ne", _binary), "__lt__": ("lt", _binary),
     "__le__": ("le", _binary), "__gt__": ("gt", _binary), "__ge__": ("ge", _binary),
-    "__neg__": ("neg", _unary), "__abs__": ("abs", _unary), "__invert__": ("bitwise_not", _unary),
+    "__neg__": ("neg", _unary), "__abs__": ("abs", _unary), "__pos__": ("positive", _unary),
+    "__invert__": ("bitwise_not", lambda d: _invert(d)),
 }
+
+
+def _invert(d):
+    def method(self):
+        if self.dtype.is_floating_point or self.dtype.is_complex:
+            raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type "
+                            "tensors")
+        return d(self)
+    return method
 
 
 def bind_namespace(ns: dict) -> None:
@@ -113,7 +123,6 @@ def bind_namespace(ns: dict) -> None:
     for dunder, (opname, how) in OPERATORS.items():
         if opname in OPS:
             setattr(Tensor, dunder, how(OPS[opname]))
-    Tensor.__pos__ = lambda self: self
     Tensor.__hash__ = lambda self: id(self)
 
 
