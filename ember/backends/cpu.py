@@ -27,3 +27,42 @@ def tune_allocator() -> bool:
     ok = libc.mallopt(_M_MMAP_THRESHOLD, 1 << 30) and libc.mallopt(_M_TRIM_THRESHOLD,
                                                                       (1 << 31) - 1)
     return bool(ok)
+
+
+# ---------------------------------------------------------------------- threads
+# numpy's ufuncs and reductions release the GIL on large arrays, so a kernel split into row
+# blocks runs on several cores from a small thread pool (PyTorch's intra-op parallelism).
+_POOL: list = []
+PARALLEL_MIN = 1 << 18  # elements below which splitting costs more than it saves
+
+
+def num_threads() -> int:
+    n = os.environ.get("EMBER_NUM_THREADS")
+    if n:
+        return max(1, int(n))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _pool():
+    if not _POOL:
+        from concurrent.futures import ThreadPoolExecutor
+        _POOL.append(ThreadPoolExecutor(num_threads(), thread_name_prefix="ember-cpu"))
+    return _POOL[0]
+
+
+def parallel_rows(kernel, *arrays) -> None:
+    """Run ``kernel(*blocks)`` on row blocks of 2-D arrays (same number of rows) in parallel.
+    The kernel writes its results into its block arguments; rows must be independent."""
+    rows = arrays[0].shape[0]
+    n = min(num_threads(), rows)
+    if n <= 1 or arrays[0].size < PARALLEL_MIN:
+        kernel(*arrays)
+        return
+    bounds = [rows * i // n for i in range(n + 1)]
+    futures = [_pool().submit(kernel, *(a[lo:hi] for a in arrays))
+               for lo, hi in zip(bounds[:-1], bounds[1:])]
+    for f in futures:
+        f.result()

@@ -18,6 +18,7 @@ import numpy as np
 from .. import _dtype as D
 from .._tensor import _wrap_dim
 from ..backends import special
+from ..backends.cpu import parallel_rows
 from .binary import where
 from .reduction import reduce_dims, unreduce
 from .registry import DEFAULT, call_inplace, op
@@ -370,6 +371,11 @@ def _softmax_kernel(xp, x, dim, dtype, kind):
         x = x.reshape(1)
     if x.size == 0:
         return x.reshape(shape).astype(out_dt)
+    if axis == x.ndim - 1 and x.dtype in (np.float32, np.float64) and x.ndim:
+        rows = x.reshape(-1, x.shape[-1])
+        out = np.empty(rows.shape, x.dtype)
+        parallel_rows(lambda a, o: _softmax_rows(a, o, kind), rows, out)
+        return out.reshape(shape).astype(out_dt, copy=False)
     m = x.max(axis=axis, keepdims=True)
     z = x - m  # a row whose max is +-inf gives NaN here, as in PyTorch
     e = xp.exp(z)
@@ -381,6 +387,19 @@ def _softmax_kernel(xp, x, dim, dtype, kind):
         if kind == "safe":  # rows with every entry -inf give zeros instead of NaN
             r = xp.where(m == -np.inf, 0, r)
     return r.reshape(shape).astype(out_dt, copy=False)
+
+
+def _softmax_rows(x, out, kind):
+    """Softmax over the last dim of a 2-D block, in place in ``out`` (one temporary at most)."""
+    m = x.max(axis=1, keepdims=True)
+    np.subtract(x, m, out=out)  # a row whose max is +-inf gives NaN here, as in PyTorch
+    if kind == "log":
+        out -= np.log(np.exp(out).sum(axis=1, keepdims=True))
+        return
+    np.exp(out, out=out)
+    out /= out.sum(axis=1, keepdims=True)
+    if kind == "safe":  # rows with every entry -inf give zeros instead of NaN
+        out[(m == -np.inf)[:, 0]] = 0
 
 
 @op(save_output=True)
