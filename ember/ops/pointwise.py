@@ -114,8 +114,31 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
         ppos = [names.index(n) for n in pnames]
         opname = name or fn.__name__.rstrip("_")
 
+        last = max(ppos) if ppos else -1
+        rest = ppos[1:]
+        fixed = None if callable(promote) else promote
+
         @functools.wraps(fn)
         def impl(xp, *args, **kwargs):
+            if fixed is not None and check is None and len(args) > last:
+                # hot path: every promoted operand an array of one float dtype, nothing to cast
+                first = args[ppos[0]]
+                if type(first) is np.ndarray:
+                    dt0 = first.dtype
+                    for i in rest:
+                        v = args[i]
+                        if type(v) is not np.ndarray or v.dtype != dt0:
+                            break
+                    else:
+                        rt = D._FROM_NP.get(dt0)
+                        if rt is not None and rt.kind in "fc" and rt not in _HALF and \
+                                _CATEGORY[rt.kind] in kinds:
+                            res = fn(xp, *args, **kwargs)
+                            if type(res) is not np.ndarray:
+                                res = np.asarray(res)
+                            if fixed == ALWAYS_BOOL:
+                                return res if res.dtype == np.bool_ else res.astype(np.bool_)
+                            return res if res.dtype == dt0 else res.astype(dt0)
             args = list(args)
             raw = [args[i] if i < len(args) else None for i in ppos]
             k = promote(kwargs) if callable(promote) else promote
