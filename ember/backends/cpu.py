@@ -66,3 +66,18 @@ def parallel_rows(kernel, *arrays) -> None:
                for lo, hi in zip(bounds[:-1], bounds[1:])]
     for f in futures:
         f.result()
+
+
+def parallel_sum(a, dtype=None):
+    """The sum of every element of a large contiguous array, from per-thread partial sums."""
+    flat = a.reshape(-1)
+    n = num_threads()
+    if n <= 1 or flat.size < 4 * PARALLEL_MIN or not a.flags.c_contiguous:
+        return flat.sum(dtype=dtype)
+    bounds = [flat.size * i // n for i in range(n + 1)]
+    parts = [_pool().submit(flat[lo:hi].sum, dtype=dtype)
+             for lo, hi in zip(bounds[:-1], bounds[1:])]
+    total = parts[0].result()
+    for p in parts[1:]:
+        total = total + p.result()
+    return total

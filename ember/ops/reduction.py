@@ -20,6 +20,7 @@ from .. import _dtype as D
 from .. import return_types as RT
 from .._tensor import Tensor, _wrap_dim, wrap_np
 from .bind import tensor_method
+from ..backends.cpu import parallel_sum
 from .registry import OPS, op
 
 RED = ("reduction",)
@@ -184,7 +185,11 @@ def sum(xp, input: "Tensor", dim=None, keepdim=False, *, dtype=None):
     """sum(input, dim=None, keepdim=False, *, dtype=None) -> Tensor"""
     axes = reduce_dims(dim, input.ndim, "sum")
     acc = _acc_dtype(input, dtype)
-    r = _half_up(input).sum(axis=axes, keepdims=keepdim, dtype=acc)
+    if len(axes) == input.ndim and input.dtype.kind in "fc" and not keepdim and \
+            input.dtype not in (np.float16, D.bfloat16.np):
+        r = parallel_sum(input, acc)  # a full reduction of a large array: split over threads
+    else:
+        r = _half_up(input).sum(axis=axes, keepdims=keepdim, dtype=acc)
     return xp.asarray(r).astype(acc or input.dtype, copy=False)
 
 
