@@ -234,11 +234,12 @@ def main(argv=None) -> dict:
             history["val_step"].append(step)
             history["val"].append(val)
         tps = tokens * (step + 1) / (time.perf_counter() - t0)
+        shown = "-" if math.isnan(val) else f"{val:.3f}"  # no validation loss yet
         if bar is not None:
-            bar.set_postfix(loss=f"{lv:.3f}", val=f"{val:.3f}", tok_s=f"{tps:,.0f}")
+            bar.set_postfix(loss=f"{lv:.3f}", val=shown, tok_s=f"{tps:,.0f}")
             bar.update(1)
         elif (step + 1) % 50 == 0 or step + 1 == args.steps:
-            print(f"step {step + 1:5d}  loss {lv:.3f}  val {val:.3f}  {tps:,.0f} tok/s")
+            print(f"step {step + 1:5d}  loss {lv:.3f}  val {shown}  {tps:,.0f} tok/s")
     if bar is not None:
         bar.close()
     elapsed = time.perf_counter() - t0
