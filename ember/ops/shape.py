@@ -37,6 +37,11 @@ def wrap_dim_nonscalar(dim: int, ndim: int) -> int:
 def _sizes(size) -> tuple:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
+    for s in size:  # the common case, plain ints, needs no conversion
+        if type(s) is not int:
+            break
+    else:
+        return tuple(size)
     for s in size:
         if not isinstance(s, numbers.Integral) and not hasattr(s, "__index__"):
             raise TypeError(f"expected a sequence of integers for the shape, but got an element "
@@ -91,7 +96,7 @@ def infer_size(shape, numel: int) -> tuple:
 def _reshape_view(a: np.ndarray, shape) -> np.ndarray | None:
     """``a`` reshaped without copying, or None when its strides do not allow it."""
     try:
-        return np.reshape(a, shape, copy=False)
+        return a.reshape(shape, copy=False)
     except ValueError:
         return None
 
