@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import argparse
 import glob
+import importlib
 import math
 import os
 import sys
 import time
 
-if os.environ.get("EMBER_EXAMPLE_BACKEND") == "torch":
-    import torch
-else:
-    import ember as torch
+# The library the program runs on: ember, unless EMBER_EXAMPLE_BACKEND names another one with
+# the same API (ember itself never needs PyTorch; a user comparing the two asks for it here).
+torch = importlib.import_module(os.environ.get("EMBER_EXAMPLE_BACKEND", "ember"))
 
 nn = torch.nn
 F = torch.nn.functional
