@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from ..ops.creation import zeros_like
 from .adam import new_step
-from .optimizer import Optimizer, check_range, grads_of, value
+from .optimizer import Optimizer, check_adam_family, grads_of, value
 
 
 class Adamax(Optimizer):
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, differentiable=False, capturable=False):
-        check_range("learning rate", lr)
-        check_range("epsilon value", eps)
-        for i, b in enumerate(betas):
-            check_range("beta parameter", b, 0.0, 1.0, index=i)
-        check_range("weight_decay value", weight_decay)
+        check_adam_family(lr, eps, betas, weight_decay)
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       foreach=foreach, maximize=maximize,
                                       differentiable=differentiable, capturable=capturable))

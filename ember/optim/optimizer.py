@@ -289,6 +289,15 @@ def check_range(name: str, v, low: float = 0.0, high: float | None = None, index
         raise ValueError(f"Invalid {name}{where}: {x}")
 
 
+def check_adam_family(lr, eps, betas, weight_decay) -> None:
+    """The hyperparameter checks Adam's relatives share."""
+    check_range("learning rate", lr)
+    check_range("epsilon value", eps)
+    for i, b in enumerate(betas):
+        check_range("beta parameter", b, 0.0, 1.0, index=i)
+    check_range("weight_decay value", weight_decay)
+
+
 def grads_of(group) -> Iterable:
     for p in group["params"]:
         if p.grad is not None:

@@ -6,18 +6,14 @@ import math
 
 from ..ops.creation import zeros_like
 from .adam import new_step
-from .optimizer import Optimizer, check_range, grads_of, value
+from .optimizer import Optimizer, check_adam_family, grads_of, value
 
 
 class RAdam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False,
                  capturable=False, differentiable=False):
-        check_range("learning rate", lr)
-        check_range("epsilon value", eps)
-        for i, b in enumerate(betas):
-            check_range("beta parameter", b, 0.0, 1.0, index=i)
-        check_range("weight_decay value", weight_decay)
+        check_adam_family(lr, eps, betas, weight_decay)
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       decoupled_weight_decay=decoupled_weight_decay,
                                       foreach=foreach, maximize=maximize,
