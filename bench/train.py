@@ -104,61 +104,9 @@ def cnn(lib):
 
 
 def gpt(lib, vocab: int, block: int, n_layer: int, n_head: int, d: int):
-    """The model of ember/examples/train_gpt.py, built against ``lib``.
-
-    That module picks its backend once, at import time, from an environment variable, so it
-    cannot give an ember model and a torch model in one process; this builder mirrors its
-    architecture layer for layer (keep the two in step when the example changes).
-    """
-    nn, F = lib.nn, lib.nn.functional
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.n_head = n_head
-            self.ln1 = nn.LayerNorm(d)
-            self.qkv = nn.Linear(d, 3 * d)
-            self.proj = nn.Linear(d, d)
-            self.ln2 = nn.LayerNorm(d)
-            self.fc = nn.Linear(d, 4 * d)
-            self.out = nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-            q, k, v = (z.view(b, t, self.n_head, d // self.n_head).transpose(1, 2)
-                       for z in (q, k, v))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
-            return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.tok = nn.Embedding(vocab, d)
-            self.pos = nn.Embedding(block, d)
-            self.blocks = nn.ModuleList(Block() for _ in range(n_layer))
-            self.ln = nn.LayerNorm(d)
-            self.head = nn.Linear(d, vocab, bias=False)
-            self.head.weight = self.tok.weight  # tied output weights
-            self.apply(self._init)
-
-        @staticmethod
-        def _init(m):
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, mean=0.0, std=0.02)
-                if isinstance(m, nn.Linear) and m.bias is not None:
-                    nn.init.zeros_(m.bias)
-
-        def forward(self, idx, targets):
-            t = idx.shape[1]
-            x = self.tok(idx) + self.pos(lib.arange(t))
-            for blk in self.blocks:
-                x = blk(x)
-            logits = self.head(self.ln(x))
-            return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
-
-    return GPT()
+    """The model of ember/examples/train_gpt.py itself, built against ``lib``."""
+    from ember.examples import load
+    return load("train_gpt", lib.__name__).GPT(vocab, block, n_layer, n_head, d)
 
 
 # ---------------------------------------------------------------------- same weights
@@ -235,7 +183,7 @@ def gpt_step(lib):
     clip = lib.nn.utils.clip_grad_norm_
 
     def step():
-        loss = model(xb, yb)
+        _, loss = model(xb, yb)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         clip(model.parameters(), 1.0)

@@ -1,9 +1,6 @@
 """The main job's GPT: the same file, loaded once per library, trained 8 steps from the same
 weights gives the same losses; and the script runs end to end (checkpoint, plot, sample)."""
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 import torch
@@ -11,23 +8,11 @@ import torch
 import ember
 import ember.examples.train_gpt as demo
 
-PATH = demo.__file__
 
 
 def load(backend: str):
-    """ember/examples/train_gpt.py imported with its backend chosen by EMBER_EXAMPLE_BACKEND."""
-    old = os.environ.get("EMBER_EXAMPLE_BACKEND")
-    os.environ["EMBER_EXAMPLE_BACKEND"] = backend
-    try:
-        spec = importlib.util.spec_from_file_location(f"train_gpt_{backend}", PATH)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        if old is None:
-            del os.environ["EMBER_EXAMPLE_BACKEND"]
-        else:
-            os.environ["EMBER_EXAMPLE_BACKEND"] = old
-    return mod
+    from ember.examples import load as load_example
+    return load_example("train_gpt", backend)
 
 
 def test_gpt_trains_like_torch():
