@@ -14,6 +14,26 @@ from .module import Module
 from .utils import empty_param
 
 
+def _affine_params(module: Module, shape: tuple, affine: bool, bias: bool | None, device,
+                   dtype) -> None:
+    """Register ``weight`` and ``bias`` of ``shape`` (or None when not affine / no bias);
+    ``bias=None`` means the layer has no bias at all (RMSNorm)."""
+    names = ("weight",) if bias is None else ("weight", "bias")
+    for name in names:
+        if affine and (name == "weight" or bias):
+            setattr(module, name, empty_param(*shape, device=device, dtype=dtype))
+        else:
+            module.register_parameter(name, None)
+
+
+def _reset_affine(module: Module) -> None:
+    """Weight ones, bias zeros: every normalisation layer's initial affine transform."""
+    if getattr(module, "weight", None) is not None:
+        init.ones_(module.weight)
+    if getattr(module, "bias", None) is not None:
+        init.zeros_(module.bias)
+
+
 class _NormBase(Module):
     """Shared state of BatchNorm and InstanceNorm: affine weight/bias and the running stats."""
 
@@ -30,15 +50,7 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = empty_param(num_features, device=device, dtype=dtype)
-            if bias:
-                self.bias = empty_param(num_features, device=device, dtype=dtype)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_params(self, (num_features,), affine, bias, device, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, device=device, dtype=dtype))
@@ -58,10 +70,7 @@ class _NormBase(Module):
 
     def reset_parameters(self) -> None:
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def _check_input_dim(self, input: Tensor) -> None:
         raise NotImplementedError
@@ -219,22 +228,11 @@ class LayerNorm(Module):
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = empty_param(*self.normalized_shape, device=device, dtype=dtype)
-            if bias:
-                self.bias = empty_param(*self.normalized_shape, device=device, dtype=dtype)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_params(self, self.normalized_shape, elementwise_affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -256,15 +254,11 @@ class RMSNorm(Module):
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = empty_param(*self.normalized_shape, device=device, dtype=dtype)
-        else:
-            self.register_parameter("weight", None)
+        _affine_params(self, self.normalized_shape, elementwise_affine, None, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.elementwise_affine:
-            init.ones_(self.weight)
+        _reset_affine(self)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
@@ -290,22 +284,11 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = empty_param(num_channels, device=device, dtype=dtype)
-            if bias:
-                self.bias = empty_param(num_channels, device=device, dtype=dtype)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_params(self, (num_channels,), affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
