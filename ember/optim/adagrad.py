@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from ..ops.creation import full_like
-from .adam import new_step
-from .optimizer import Optimizer, check_range, grads_of, value
+from .optimizer import Optimizer, check_range, grads_of, new_step, value
 
 
 class Adagrad(Optimizer):

@@ -6,14 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._tensor import Tensor
-from ..ops.creation import zeros_like
 from .. import _dtype as D
-from .optimizer import Optimizer, check_range, grads_of, value
-
-
-def new_step():
-    from ..ops.creation import zeros
-    return zeros((), dtype=D.float32)
+from .optimizer import Optimizer, advance_state, check_range, grads_of, value, weight_decay
 
 
 def _as_hyper(name, v):
@@ -64,26 +58,16 @@ class Adam(Optimizer):
                     raise RuntimeError("Adam does not support sparse gradients, please consider "
                                        "SparseAdam instead")
                 state = self.state[p]
-                if not state:
-                    state["step"] = new_step()
-                    state["exp_avg"] = zeros_like(p)
-                    state["exp_avg_sq"] = zeros_like(p)
-                    if amsgrad:
-                        state["max_exp_avg_sq"] = zeros_like(p)
+                t = advance_state(state, p, "exp_avg", "exp_avg_sq",
+                                  *(("max_exp_avg_sq",) if amsgrad else ()))
                 m, v = state["exp_avg"], state["exp_avg_sq"]
-                state["step"] += 1
-                t = state["step"].item()
                 if _fusable(p, g, group):
                     _fused_update(p, g, m, v, state.get("max_exp_avg_sq"), t, lr, beta1,
                                   beta2, eps, wd, decoupled, maximize)
                     continue
                 if maximize:
                     g = -g
-                if wd != 0:
-                    if decoupled:
-                        p.mul_(1 - lr * wd)
-                    else:
-                        g = g.add(p, alpha=wd)
+                g = weight_decay(p, g, lr, wd, decoupled)
                 m.lerp_(g, 1 - beta1)
                 v.mul_(beta2).addcmul_(g, g.conj(), value=1 - beta2)
                 bc1 = 1 - beta1 ** t

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ..ops.creation import zeros_like
-from .adam import new_step
-from .optimizer import Optimizer, check_adam_family, grads_of, value
+from .optimizer import (Optimizer, advance_state, check_adam_family, grads_of, value,
+                        weight_decay)
 
 
 class Adamax(Optimizer):
@@ -24,16 +23,10 @@ class Adamax(Optimizer):
             beta1, beta2 = group["betas"]
             for p, g in grads_of(group):
                 state = self.state[p]
-                if not state:
-                    state["step"] = new_step()
-                    state["exp_avg"] = zeros_like(p)
-                    state["exp_inf"] = zeros_like(p)
+                t = advance_state(state, p, "exp_avg", "exp_inf")
                 if group["maximize"]:
                     g = -g
-                state["step"] += 1
-                t = state["step"].item()
-                if wd != 0:
-                    g = g.add(p, alpha=wd)
+                g = weight_decay(p, g, lr, wd, decoupled=False)
                 m, u = state["exp_avg"], state["exp_inf"]
                 m.lerp_(g, 1 - beta1)
                 u.copy_(u.mul_(beta2).maximum(g.abs().add_(eps)))

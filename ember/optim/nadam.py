@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from .. import _dtype as D
 from ..ops.creation import ones, zeros_like
-from .adam import new_step
-from .optimizer import Optimizer, check_adam_family, check_range, grads_of, value
+from .optimizer import (Optimizer, check_adam_family, check_range, grads_of, new_step, value,
+                        weight_decay)
 
 
 class NAdam(Optimizer):
@@ -40,11 +40,7 @@ class NAdam(Optimizer):
                 state["step"] += 1
                 t = state["step"].item()
                 bc2 = 1 - beta2 ** t
-                if wd != 0:
-                    if group["decoupled_weight_decay"]:
-                        p.mul_(1 - lr * wd)
-                    else:
-                        g = g.add(p, alpha=wd)
+                g = weight_decay(p, g, lr, wd, group["decoupled_weight_decay"])
                 mu = beta1 * (1.0 - 0.5 * 0.96 ** (t * psi))
                 mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * psi))
                 state["mu_product"] *= mu  # a float32 tensor, as in PyTorch

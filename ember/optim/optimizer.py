@@ -8,6 +8,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .. import _dtype
 from .._tensor import Tensor
 from ..autograd.grad_mode import enable_grad, no_grad
 
@@ -296,6 +297,36 @@ def check_adam_family(lr, eps, betas, weight_decay) -> None:
     for i, b in enumerate(betas):
         check_range("beta parameter", b, 0.0, 1.0, index=i)
     check_range("weight_decay value", weight_decay)
+
+
+def new_step() -> Tensor:
+    """A fresh step counter: a float32 scalar tensor, as PyTorch keeps it."""
+    from ..ops.creation import zeros
+    return zeros((), dtype=_dtype.float32)
+
+
+def advance_state(state: dict, p: Tensor, *buffers: str) -> int:
+    """Advance a parameter's step counter and return the new step. The first call creates
+    the state in PyTorch's key order: ``step`` (a float32 scalar tensor), then a zero tensor
+    like ``p`` per name in ``buffers``."""
+    if not state:
+        from ..ops.creation import zeros_like
+        state["step"] = new_step()
+        for name in buffers:
+            state[name] = zeros_like(p)
+    state["step"] += 1
+    return state["step"].item()
+
+
+def weight_decay(p: Tensor, g: Tensor, lr: float, wd: float, decoupled: bool) -> Tensor:
+    """Apply weight decay; returns the gradient to use: L2 adds ``wd * p`` to it, decoupled
+    decay (AdamW-style) shrinks ``p`` by ``1 - lr * wd`` in place instead."""
+    if wd == 0:
+        return g
+    if decoupled:
+        p.mul_(1 - lr * wd)
+        return g
+    return g.add(p, alpha=wd)
 
 
 def grads_of(group) -> Iterable:

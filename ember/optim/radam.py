@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ..ops.creation import zeros_like
-from .adam import new_step
-from .optimizer import Optimizer, check_adam_family, grads_of, value
+from .optimizer import (Optimizer, advance_state, check_adam_family, grads_of, value,
+                        weight_decay)
 
 
 class RAdam(Optimizer):
@@ -29,19 +28,10 @@ class RAdam(Optimizer):
             rho_inf = 2 / (1 - beta2) - 1
             for p, g in grads_of(group):
                 state = self.state[p]
-                if not state:
-                    state["step"] = new_step()
-                    state["exp_avg"] = zeros_like(p)
-                    state["exp_avg_sq"] = zeros_like(p)
+                t = advance_state(state, p, "exp_avg", "exp_avg_sq")
                 if group["maximize"]:
                     g = -g
-                state["step"] += 1
-                t = state["step"].item()
-                if wd != 0:
-                    if group["decoupled_weight_decay"]:
-                        p.mul_(1 - lr * wd)
-                    else:
-                        g = g.add(p, alpha=wd)
+                g = weight_decay(p, g, lr, wd, group["decoupled_weight_decay"])
                 m, v = state["exp_avg"], state["exp_avg_sq"]
                 m.lerp_(g, 1 - beta1)
                 v.mul_(beta2).addcmul_(g, g, value=1 - beta2)

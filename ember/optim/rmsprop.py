@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from ..ops.creation import zeros_like
-from .adam import new_step
-from .optimizer import Optimizer, check_range, grads_of, value
+from .optimizer import Optimizer, advance_state, check_range, grads_of, value, weight_decay
 
 
 class RMSprop(Optimizer):
@@ -30,18 +28,12 @@ class RMSprop(Optimizer):
             wd, mom, centered = group["weight_decay"], group["momentum"], group["centered"]
             for p, g in grads_of(group):
                 state = self.state[p]
-                if not state:
-                    state["step"] = new_step()
-                    state["square_avg"] = zeros_like(p)
-                    if mom > 0:
-                        state["momentum_buffer"] = zeros_like(p)
-                    if centered:
-                        state["grad_avg"] = zeros_like(p)
+                advance_state(state, p, "square_avg",
+                              *(("momentum_buffer",) if mom > 0 else ()),
+                              *(("grad_avg",) if centered else ()))
                 if group["maximize"]:
                     g = -g
-                state["step"] += 1
-                if wd != 0:
-                    g = g.add(p, alpha=wd)
+                g = weight_decay(p, g, lr, wd, decoupled=False)
                 sq = state["square_avg"]
                 sq.mul_(alpha).addcmul_(g, g, value=1 - alpha)
                 if centered:
