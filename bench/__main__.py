@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ["ops", "train", "compile"]
+SUITES = ["ops", "train", "compile", "compile_train"]
 
 
 def main(argv=None) -> None:

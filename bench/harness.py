@@ -45,8 +45,9 @@ def run(title: str, cases, libs, budget: float = 0.4, target: float | None = Non
 
     names = [n for n, _ in libs]
     print(f"\n## {title}" + (f"  (target: ratio <= {target})" if target else ""))
+    rw = max([16] + [len(n) + 9 for n in names])  # ratio column width: "<name>/torch"
     header = f"{'workload':34s}" + "".join(f"{n:>14s}" for n in names) + \
-        "".join(f"{n + '/torch':>16s}" for n in names if n != "torch")
+        "".join(f"{n + '/torch':>{rw}s}" for n in names if n != "torch")
     print(header)
     print("-" * len(header))
     rows = []
@@ -57,7 +58,7 @@ def run(title: str, cases, libs, budget: float = 0.4, target: float | None = Non
             times[lib_name] = median_time(fn, budget)
         ratios = {n: times[n] / times["torch"] for n in names if n != "torch"}
         line = f"{name:34s}" + "".join(f"{fmt_time(times[n]):>14s}" for n in names) + \
-            "".join(f"{ratios[n]:15.2f}x" for n in ratios)
+            "".join(f"{ratios[n]:{rw - 1}.2f}x" for n in ratios)
         if target is not None:
             line += "  ok" if all(r <= target for r in ratios.values()) else "  MISS"
         print(line, flush=True)

@@ -168,12 +168,15 @@ GPT_SHAPE = {"vocab": 96, "block": 64, "n_layer": 4, "n_head": 4, "d": 128}
 GPT_BATCH = 16
 
 
-def gpt_step(lib):
+def gpt_step(lib, wrap_model=None):
+    """One training step of the demo's GPT; ``wrap_model`` (e.g. ``lib.compile``) wraps the
+    model after its weights are set."""
     rng = np.random.default_rng(2)
     shape = (GPT_BATCH, GPT_SHAPE["block"])
     idx = rng.integers(0, GPT_SHAPE["vocab"], shape)
     tgt = rng.integers(0, GPT_SHAPE["vocab"], shape)
     model = build(lib, lambda m: gpt(m, **GPT_SHAPE))
+    fwd = wrap_model(model) if wrap_model is not None else model
     # parameter groups exactly as in train_gpt.py: no weight decay on biases and norms
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -183,7 +186,7 @@ def gpt_step(lib):
     clip = lib.nn.utils.clip_grad_norm_
 
     def step():
-        _, loss = model(xb, yb)
+        _, loss = fwd(xb, yb)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         clip(model.parameters(), 1.0)
