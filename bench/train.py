@@ -1,62 +1,66 @@
 """Training-step benchmarks: ember eager against PyTorch eager on three small models.
 
-Findings (2-core machine shared with other test runs; cProfile of ember, one BLAS thread)
+Findings (2-core machine shared with 5 other sessions; load average 5-7 during these runs)
 -----------------------------------------------------------------------------------------
-Threads. Under this machine's load (5-10 runnable processes on 2 cores) both libraries'
-default 2-thread pools (torch's OpenMP, numpy's OpenBLAS) stall when a thread is descheduled:
-a 1024x128 @ 128x512 sgemm takes 25 ms on 2 threads against 4 ms on 1, and torch's GPT step
-ranged from 62 ms to 4.9 s between runs. Default-thread ratios are therefore mostly scheduling
-luck; ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python -m bench train`` is the stable
-comparison. There: MLP ember 27-36 ms / torch 23-28 ms (~1.4x); GPT 410-585 / 230-250 ms
-(~1.7-2.4x); CNN 74-104 / 33-40 ms (~2-3x).
+Threads. Under this load both libraries' default 2-thread pools (torch's OpenMP, numpy's
+OpenBLAS) stall when a thread is descheduled: a 1024x128 @ 128x512 sgemm takes 25 ms on 2
+threads against 4 ms on 1, and torch's GPT step ranged from 62 ms to 4.9 s between runs (with
+default threads the last run gave GPT 0.46x, i.e. torch stalling). ``OMP_NUM_THREADS=1
+OPENBLAS_NUM_THREADS=1 python -m bench train`` is the stable comparison; note that ember's own
+row-block pool (backends/cpu.py parallel_rows: softmax, GELU, erf) still uses both cores
+there, which helps when a core is free and costs lock waits when none is. Per-round ratios
+still swing by +-0.4 under this load: compare medians, or CPU time (below).
 
-Where the time goes (own time under cProfile, per step):
-  GPT  op kernels 84% (numpy: BLAS 96 ms, erf for GELU 113 ms, other elementwise),
-       dispatch (registry/bind/_tensor) 8%, autograd engine 5%, built-ins 2%.
-  MLP  op kernels 70% (BLAS 10 ms, AdamW's elementwise passes 11 ms), dispatch 18%,
-       built-ins 5%, optimizer Python 3%, autograd engine 3%.
-Python overhead is ~8 us of own time per op call (GPT: ~1260 op calls and ~100 backward
-nodes per step); it is not the bottleneck yet, missing fused kernels are. The matmuls cost
-what torch's do (numpy and torch sgemm within 20% at these shapes).
+GPT step, OMP/OPENBLAS=1, median ember/torch ratio over 3 rounds: 1.98x (rounds 1.98, 2.97,
+0.97) before the GELU/erf work; after it, five runs gave medians 1.47, 1.22, 1.40, 1.73, 1.24
+(single rounds 1.03-2.20). Timing both libraries interleaved step by step in one process
+(median of 12 paired ratios) is steadier: 1.54-2.06 before, 1.28-1.42 after. CPU time per step
+with every pool at one thread (EMBER_NUM_THREADS=1, time.process_time, min of 5x3 steps):
+ember 134-160 ms against torch 98-120 ms (~1.35-1.45x), before 193 / 121 ms (~1.6x).
 
-Top 10 hotspots, GPT step (own time per step): nn_ops.py linear 82 ms (BLAS, fwd+bwd, at the
-floor); special.py _poly 54 ms, _erf 27 ms, apply 12 ms, _exp_neg_sq 8 ms (erf in float64 for
-GELU: 8 calls, 113 ms in all); binary.py mul 22 ms (225 calls, mostly GELU and LayerNorm
-backward rules); linalg.py _gemm 14 ms (attention); activations.py _softmax_kernel 11 ms;
-registry.py OpDef.__call__ 10 ms; activations.py gelu 9 ms; ufunc reduce 8 ms; engine.py
-run_backward 7 ms. MLP step: linear 10.4 ms; binary.py lerp 5.5 ms, addcdiv 2.0 ms, mul
-1.9 ms, addcmul 1.4 ms (AdamW); registry __call__ 1.8 ms; write_inplace 1.3 ms (copying each
-in-place result back); adam.py _update 1.1 ms; bind.py method 1.0 ms; _wrap_one 0.9 ms.
-Per op at GPT shapes, fwd+bwd, ember/torch: gelu 16x64x512 50 / 1.5 ms (34x); layer_norm
-1.6 / 0.33 ms; causal sdpa 16x4x64x32 7.6 / 3.2 ms; cross_entropy 1024x96 0.74 / 0.23 ms.
-AdamW.step over the MLP's 670k parameters: ember 13.3 ms, torch 4.8 ms, in-place numpy 1.2 ms.
+Where the time goes (GPT, CPU time under cProfile, one thread everywhere, per step):
+  nn_ops.py linear 64 ms: BLAS at the floor (numpy sgemm is as fast as torch's here: one
+       layer's forward + backward products take 15.8 ms in numpy against 17.3 ms in torch);
+  GELU ~27 ms (4 layers x (forward + backward) on 16x64x512; each runs one float32 erf at
+       ~2.4 ms per 512k elements, 28 in-place passes); torch's GELU fwd+bwd is ~1.1 ms;
+  registry dispatch + autograd engine + built-ins ~30 ms (~650 op calls, ~100 nodes);
+  clip_grad_norm_ ~14 ms under cProfile (53 vector_norm calls and 53 in-place muls);
+  AdamW ~13 ms; layer_norm fwd+bwd ~7 ms (9 calls); sdpa's matmuls ~10 ms.
+Per op at GPT shapes, fwd+bwd, CPU ms ember / torch (one thread): gelu 16x64x512 7.4 / 1.1
+(was 50 / 1.5 wall); layer_norm 1024x128 0.80 / 0.21; causal sdpa 16x4x64x32 3.8 / 3.4-4.2;
+cross_entropy 1024x96 0.60 / 0.18-0.26; softmax 16x4x64x64 1.3-1.5 / 0.34-0.47.
+
+Done in this round (ops/activations.py, backends/special.py, ops/normalization.py, ops/nn_ops.py):
+  float32 erf in float32 (special.erf32: erf = sign(x) sqrt(1 - exp(-t R(t))), t = x^2, R a
+  fitted rational; max 3 ulp from the correctly rounded erf, 99.9% within 1 ulp; blocks of
+  64k elements with per-thread scratch, split over the row-block pool); GELU forward as one
+  in-place kernel and its backward as one op ``gelu_backward(grad, input, approximate)``
+  (fused numpy kernel, backward in ember ops for double backward); softmax and log_softmax
+  backward as one op each (``_softmax_backward_data``, ``_log_softmax_backward_data``, with
+  their own backward); layer norm's first-order backward on the (rows, n) view with einsum
+  reductions (0.36 against 0.41 ms); the causal mask of sdpa built once per shape and dtype.
 
 Suggestions, largest win first:
-1. GELU (ops/activations.py gelu and its backward; backends/special.py erf): give float32
-   input its own erf (one branch-free rational approximation on clamped |x|, in float32, no
-   float64 cast, masks or blocks: ~15 in-place passes, ~1 ms per 512k elements against ~9 ms
-   now), and make the backward one op ``gelu_backward(grad, input, approximate)`` with a fused
-   numpy impl (its own backward keeps double backward) instead of ~8 ember ops that recompute
-   erf. Worth ~150 ms of the ~450 ms GPT step.
-2. AdamW (optim/adam.py Adam._update): when not ``differentiable``, update p/exp_avg/
-   exp_avg_sq arrays in place with ``out=`` ufuncs and one scratch array per parameter, then
-   bump the version counters: 1.2 ms instead of 13 ms, MLP to ~1.1x. Generally:
-   binary.py lerp with a Python-number weight should choose its formula in Python, not
-   ``xp.where`` over both; registry.call_inplace could let pointwise ops write into
-   ``self._data`` (``out=``) instead of computing out of place and copying (write_inplace).
-3. Fused first-order backward kernels for LayerNorm/BatchNorm (normalization.py
-   _input_grad: ~7 full-size ember ops) and sdpa (nn_ops.py): e.g. an optional numpy-only
-   backward on OpDef that engine Node.apply uses when create_graph is False, the ember-op rule
-   staying for higher order. Node.apply also fills unused outputs' grads with zeros
-   (layer_norm's mean/rstd) that _live then scans with .any(); pass None instead.
+1. GELU is still ~20 ms per step above torch; its cost is erf32's ~28 numpy passes. Tried
+   and dropped: one polynomial of degree 7 in s = 1/(1 + 0.15 t) instead of the 4/5 rational
+   (26 passes, same 3-ulp accuracy) measured only ~3% faster; a tanh(x Q(x^2)) form fails the
+   accuracy (4 ulp, 1% of inputs > 1 ulp). Beyond that only fewer erf evaluations help: the
+   backward recomputes erf(x / sqrt 2) that the forward already had (saving the output to
+   derive cdf = y / x would fail on a later in-place op on y, which PyTorch allows).
+2. clip_grad_norm_ (nn/utils/clip_grad.py): one pass over all gradients (sum of squares via
+   backends.cpu.parallel_sum, then one in-place scale per gradient without ops) instead of
+   53 vector_norm op calls, a stack and 53 mul_ calls.
+3. Dispatch (registry.py OpDef.__call__, _wrap_one, engine record/apply): ~30 ms per step;
+   the first targets are isinstance checks and per-call dict/list building.
 4. CNN: pooling.py _running_max: a fast path for non-overlapping windows (kernel == stride,
    no padding/dilation, divisible sizes) as reshape to (N, C, H/k, k, W/k, k) + max/argmax,
    backward a scatter through the same view. activations.py relu backward
    ``where(out <= 0, 0, g)``: np.where over a random mask costs 1.9 ms per 512k elements,
    ``g * (out > 0)`` 0.14 ms (differs only for non-finite g at clamped positions). conv.py
    im2col (``win.transpose(perm).reshape``) copies cost ~4 ms per step.
-5. Dispatch (registry.py OpDef.__call__, _promote, _wrap_one): matters once 1-4 land; ~60k
-   isinstance calls per GPT step are the first target.
+5. backends/cpu.py parallel_rows: worker threads do not inherit ember's ``np.seterr(all=
+   "ignore")`` (numpy's error state is per thread), so kernels run there warn on overflow
+   unless they set ``np.errstate`` themselves, as the GELU and erf kernels now do.
 
 Reproduce a profile: ``python -c "from bench.train import profile; profile('gpt')"``.
 

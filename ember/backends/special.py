@@ -2,7 +2,8 @@
 
 Each function takes a floating array and returns an array of the same dtype. Inputs narrower
 than float64 are evaluated in float64 and rounded once (so float32 results are correctly
-rounded in practice); float64 results are within a few ulps, except next to the zeros of
+rounded in practice), except float32 erf, which has its own float32 kernel (``erf32``, within
+3 ulp: GELU's hot path); float64 results are within a few ulps, except next to the zeros of
 lgamma, digamma and polygamma on the negative axis, where the reflection formula cancels
 (absolute error ~1e-16 times the terms). Every evaluation is whole-array numpy over blocks of
 16384 elements: no Python loop runs over elements (the loops below run over blocks, series
@@ -36,10 +37,13 @@ values, Taylor coefficients) is computed at import from its definition.
 from __future__ import annotations
 
 import math
+import threading
 from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
+
+from .cpu import parallel_rows
 
 _F64 = np.dtype(np.float64)
 _BLOCK = 16384  # elements per pass: the dozens of temporaries of a block stay in cache
@@ -300,8 +304,111 @@ def _erfc(x, precise):
     return out
 
 
-erf = _elementwise(_erf)
+_erf_f64 = _elementwise(_erf)
 erfc = _elementwise(_erfc)
+
+
+# float32 erf without float64: erf(x) = sign(x) sqrt(1 - exp(-t R(t))), t = x^2 (|x| clamped at
+# 4.25, where the formula rounds to exactly 1), with R(t) = -log(1 - erf^2) / t = 4/pi +
+# t N(t) / D(t). The rational is a minimax fit of ours (relative error 4e-8 for |x| <= 4.25,
+# D >= 1 there; fitted by iteratively reweighted linearised least squares); the form keeps
+# the result accurate at both ends: near 0, -expm1(-tR) ~ tR carries the relative precision,
+# and near 1 the result is sqrt(1 - tiny) rounded once. Against the correctly rounded erf:
+# max error 3 ulp, 99.9% of float32 inputs exact or 1 ulp off (PyTorch's own float32 erf is
+# within 1 ulp). Below |x| = 2^-12, erf(x) = (2/sqrt(pi)) x to float32 precision (t would lose
+# bits or underflow there). About 28 in-place passes over cache-sized blocks, no masks or
+# gathers (the tiny-x fix-up runs only when a block has such an element).
+_F32 = np.dtype(np.float32)
+# -N / D = M / D', with M = N / n4 monic (one pass fewer) and D' = -D / n4 (N negated: the
+# evaluation ends with -t R(t))
+_ERF32_N4 = 1.2195130693726242e-05
+_ERF32_N = tuple(np.float32(c / _ERF32_N4) for c in (
+    -0.000322041567414999, -0.0033873242791742086, -0.024355921894311905,
+    -0.03825534135103226))
+_ERF32_D = tuple(np.float32(-c / _ERF32_N4) for c in (
+    -4.5992965169716626e-05, 0.0009133449639193714, 0.021291211247444153,
+    0.15449538826942444, 0.725136935710907, 1.0))
+_ERF32_C0 = np.float32(-4 / math.pi)
+_ERF32_TINY = np.float32(2.0 ** -24)  # on t = x^2
+_ERF32_SLOPE = np.float32(2 / math.sqrt(math.pi))
+_ERF32_BLOCK = 1 << 16  # elements per pass: a block's five temporaries stay in L2
+
+
+def _horner32(coefs, t, out, monic=False):
+    """``out`` = the polynomial at ``t`` (highest degree first; ``monic``: a leading 1 left
+    out of ``coefs``), in place."""
+    if monic:
+        np.add(t, coefs[0], out=out)
+    else:
+        np.multiply(t, coefs[0], out=out)
+        out += coefs[1]
+    for c in coefs[1 if monic else 2:]:
+        out *= t
+        out += c
+    return out
+
+
+def _erf32_block(x, out, xc, t, d, sign):
+    # x's sign first: ``out`` may be ``x`` itself
+    np.bitwise_and(x.view(np.int32), np.int32(-2 ** 31), out=sign)
+    np.clip(x, np.float32(-4.25), np.float32(4.25), out=xc)  # NaN stays NaN, inf -> 4.25
+    np.multiply(xc, xc, out=t)
+    _horner32(_ERF32_N, t, out, monic=True)  # N negated: out ends as -t R(t)
+    out /= _horner32(_ERF32_D, t, d)
+    out *= t
+    out += _ERF32_C0
+    out *= t
+    np.expm1(out, out=out)
+    np.negative(out, out=out)
+    np.sqrt(out, out=out)  # >= +0 (or NaN)
+    if t.size and not t.min() >= _ERF32_TINY:  # (a NaN in the block also takes this path)
+        tiny = t < _ERF32_TINY
+        out[tiny] = np.abs(xc[tiny]) * _ERF32_SLOPE
+    # the sign by bits (masked ufuncs and copysign cost far more): -0.0 gives -0.0
+    bits = out.view(np.int32)
+    np.bitwise_or(bits, sign, out=bits)
+
+
+_SCRATCH = threading.local()
+
+
+def _erf32_scratch():
+    """This thread's block temporaries, reused across calls (fresh ones cost page faults)."""
+    bufs = getattr(_SCRATCH, "erf32", None)
+    if bufs is None:
+        n = _ERF32_BLOCK
+        bufs = _SCRATCH.erf32 = (*(np.empty(n, _F32) for _ in range(3)), np.empty(n, np.int32))
+    return bufs
+
+
+def erf32_serial(x: np.ndarray, out: np.ndarray) -> None:
+    """erf of a contiguous 1-d float32 array into ``out`` (may be ``x``), on this thread."""
+    scratch = _erf32_scratch()
+    for i in range(0, x.size, _ERF32_BLOCK):
+        j = min(i + _ERF32_BLOCK, x.size)
+        _erf32_block(x[i:j], out[i:j], *(b[:j - i] for b in scratch))
+
+
+def _erf32_rows(x, out):
+    with np.errstate(all="ignore"):  # pool threads do not share the caller's numpy settings
+        erf32_serial(x.reshape(-1), out.reshape(-1))
+
+
+def erf32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """erf of a float32 array, computed in float32 (see above); large arrays are split over
+    the CPU threads. ``out`` (contiguous, float32) may be ``x`` itself."""
+    flat = x.reshape(-1)
+    res = np.empty(flat.shape, _F32) if out is None else out.reshape(-1)
+    parallel_rows(_erf32_rows, flat[:, None], res[:, None])
+    return res.reshape(x.shape)
+
+
+def erf(x):
+    """The error function; float32 arrays take the float32 kernel ``erf32``."""
+    x = np.asarray(x)
+    if x.dtype == _F32:
+        return erf32(x)
+    return _erf_f64(x)
 
 
 # ---------------------------------------------------------------------- erfinv

@@ -5,12 +5,19 @@ derivative's behaviour at kinks follows PyTorch's backward kernels (``relu'(0) =
 ``leaky_relu'(0) = negative_slope``, ``hardtanh'`` is 0 at both clip points, ...), including
 which way a NaN input goes: each condition below is written the way PyTorch tests it, so a NaN
 lands in the same branch.
+
+The hot ones of a transformer's training step have fused kernels instead: GELU's forward and
+its backward (one op, ``gelu_backward``, whose own backward is in ember ops) run as in-place
+numpy passes over cache-sized blocks split over the CPU threads, float32 in float32
+(``special.erf32``); softmax's and log_softmax's backward are one op each
+(``_softmax_backward_data``, ``_log_softmax_backward_data``).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import threading
 import warnings
 
 import numpy as np
@@ -183,22 +190,138 @@ def _(ctx, g):
 @_activation("GeluKernelImpl")
 def gelu(xp, input: "Tensor", approximate="none"):
     """gelu(input, approximate='none') -> Tensor; approximate='tanh' uses the tanh formula."""
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    return _flat_kernel(_gelu_rows, approximate, input)
+
+
+_BLOCK = 1 << 15  # elements per pass of the fused GELU kernels: temporaries stay in L2
+_SCRATCH = threading.local()
+
+
+def _scratch(n: int, dtype, k: int) -> list:
+    """``k`` temporaries of ``n`` elements for this thread, reused across calls (fresh arrays
+    cost page faults)."""
+    key = (np.dtype(dtype).str, n, k)
+    bufs = getattr(_SCRATCH, "bufs", None)
+    if bufs is None or bufs[0] != key:
+        bufs = _SCRATCH.bufs = (key, [np.empty(n, dtype) for _ in range(k)])
+    return bufs[1]
+
+
+def _flat_kernel(kernel, approximate, *arrays):
+    """``kernel(approximate, out, *arrays, scratch)`` over the flattened arrays (same shape) in
+    cache-sized blocks, the blocks split over the CPU threads; returns the result shaped like
+    the arrays."""
+    flat = [np.ascontiguousarray(a).reshape(-1, 1) for a in arrays]
+    out = np.empty(flat[0].shape, arrays[0].dtype)
+
+    def rows(o, *a):
+        o = o.reshape(-1)
+        a = [v.reshape(-1) for v in a]
+        tmp = _scratch(min(o.size, _BLOCK), o.dtype, 2)
+        with np.errstate(all="ignore"):  # pool threads do not share ember's numpy settings
+            for i in range(0, o.size, _BLOCK):
+                j = min(i + _BLOCK, o.size)
+                kernel(approximate, o[i:j], *(v[i:j] for v in a), [b[:j - i] for b in tmp])
+    parallel_rows(rows, out, *flat)
+    return out.reshape(arrays[0].shape)
+
+
+def _erf_inplace(r):
+    """r = erf(r) (float32 stays in float32: special.erf32)."""
+    if r.dtype == np.float32:
+        special.erf32_serial(r, r)
+    else:
+        r[...] = special.erf(r)
+
+
+def _tanh_inner(x, r):
+    """r = sqrt(2/pi) (x + 0.044715 x^3)."""
+    np.multiply(x, x, out=r)
+    r *= x
+    r *= 0.044715
+    r += x
+    r *= _TANH_K
+
+
+def _gelu_rows(approximate, r, x, tmp):
+    # 0.5 x (1 + erf(x / sqrt 2)) or 0.5 x (1 + tanh(inner)), in place in r
     if approximate == "none":
-        return input * (special.erf(input * _SQRT1_2) + 1) * 0.5
+        np.multiply(x, x.dtype.type(_SQRT1_2), out=r)
+        _erf_inplace(r)
+    else:
+        _tanh_inner(x, r)
+        np.tanh(r, out=r)
+    r += 1
+    r *= 0.5  # before x: 2 x overflows where x / 2 (PyTorch's order) does not
+    r *= x
+
+
+def _gelu_backward_rows(approximate, t, grad, x, tmp):
+    d, u = tmp
     if approximate == "tanh":
-        return input * (xp.tanh((input + input ** 3 * 0.044715) * _TANH_K) + 1) * 0.5
-    raise RuntimeError("approximate argument must be either none or tanh.")
+        # gelu' = (1 + t) / 2 + x / 2 (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3))
+        _tanh_inner(x, t)
+        np.tanh(t, out=t)
+        np.multiply(x, x, out=d)
+        d *= 3 * 0.044715
+        d += 1
+        d *= _TANH_K * 0.5
+        d *= x
+        np.multiply(t, t, out=u)
+        np.subtract(1, u, out=u)
+        d *= u
+    else:
+        # gelu' = cdf + x pdf = (1 + erf(x / sqrt 2)) / 2 + x exp(-x^2 / 2) / sqrt(2 pi)
+        np.multiply(x, x.dtype.type(_SQRT1_2), out=t)
+        _erf_inplace(t)
+        np.multiply(x, x, out=d)
+        d *= -0.5
+        np.exp(d, out=d)
+        d *= _GELU_PDF
+        d *= x
+    t += 1
+    t *= 0.5
+    t += d
+    t *= grad
+
+
+@op(tags=PW, promote=DEFAULT, saves=("grad", "input"), function=False, method=False)
+def gelu_backward(xp, grad: "Tensor", input: "Tensor", approximate="none"):
+    """gelu_backward(grad, input, approximate='none') -> Tensor: grad * gelu'(input), one fused
+    kernel (a few in-place passes over two temporaries)."""
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    if grad.shape != input.shape:
+        grad, input = np.broadcast_arrays(grad, input)
+    return _flat_kernel(_gelu_backward_rows, approximate, grad, input)
 
 
 @gelu.def_backward
 def _(ctx, g):
-    x = ctx.input
-    if ctx.approximate == "tanh":
-        t = ((x + x ** 3 * 0.044715) * _TANH_K).tanh()
-        dinner = (x * x * (3 * 0.044715) + 1) * _TANH_K
-        return g * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * dinner)
-    cdf = ((x * _SQRT1_2).erf() + 1) * 0.5
-    return g * (cdf + x * (x * x * -0.5).exp() * _GELU_PDF)
+    return gelu_backward(g, ctx.input, ctx.approximate)
+
+
+@gelu_backward.def_backward
+def _(ctx, gg):
+    # d/dgrad = gelu'(x); d/dx = grad gelu''(x), written in ember ops (differentiable again)
+    g, x = ctx.grad, ctx.input
+    gx = None
+    if ctx.needs_input_grad[1]:
+        if ctx.approximate == "tanh":
+            inner = (x + x * x * x * 0.044715) * _TANH_K
+            t = inner.tanh()
+            du = (x * x * (3 * 0.044715) + 1) * _TANH_K
+            sech2 = 1 - t * t
+            # gelu'' = (1 - t^2) (u' + x / 2 (u'' - 2 t u'^2)), u'' = 6 c k x
+            second = sech2 * (du + x * 0.5 * (x * (6 * 0.044715 * _TANH_K) - 2 * t * du * du))
+        else:
+            # gelu'' = pdf(x) (2 - x^2)
+            second = (x * x * -0.5).exp() * _GELU_PDF * (2 - x * x)
+        gx = gg * g * second
+    gg_out = gelu_backward(gg, x, ctx.approximate) if ctx.needs_input_grad[0] else None
+    return gg_out, gx
 
 
 @_activation("silu_cpu")
@@ -422,9 +545,7 @@ def log_softmax(xp, input: "Tensor", dim, dtype=None):
 
 
 def _softmax_backward(ctx, g):
-    y = ctx.out
-    gy = g * y
-    return gy - y * gy.sum(ctx.dim, keepdim=True)
+    return _softmax_backward_data(g, ctx.out, ctx.dim)
 
 
 softmax.def_backward(_softmax_backward)
@@ -433,7 +554,60 @@ _safe_softmax.def_backward(_softmax_backward)
 
 @log_softmax.def_backward
 def _(ctx, g):
-    return g - ctx.out.exp() * g.sum(ctx.dim, keepdim=True)
+    return _log_softmax_backward_data(g, ctx.out, ctx.dim)
+
+
+def _rows_view(g, y, dim):
+    """(g, y, axis) with 0-d arrays seen as 1-d (a 0-d softmax is over one element)."""
+    if y.ndim == 0:
+        return g.reshape(1), y.reshape(1), 0
+    return g, y, _wrap_dim(dim, y.ndim)
+
+
+@op(saves=("grad_output", "output"), function=False, method=False, upcast_half=True)
+def _softmax_backward_data(xp, grad_output: "Tensor", output: "Tensor", dim):
+    """The input gradient of softmax from its output y: y * (g - sum(g * y)) along ``dim``, as
+    one kernel (three passes and a reduction)."""
+    g, y, axis = _rows_view(grad_output, output, dim)
+    r = g * y
+    s = r.sum(axis=axis, keepdims=True)
+    np.subtract(g, s, out=r)
+    r *= y
+    return r.reshape(output.shape)
+
+
+@_softmax_backward_data.def_backward
+def _(ctx, gg):
+    # r_j = y_j (g_j - s), s = sum_k g_k y_k:  dr/dg . gg = y (gg - sum(gg y)),
+    # dr/dy . gg = gg (g - s) - g sum(gg y)
+    g, y, dim = ctx.grad_output, ctx.output, ctx.dim
+    ggy = (gg * y).sum(dim, keepdim=True)
+    dg = y * (gg - ggy) if ctx.needs_input_grad[0] else None
+    dy = None
+    if ctx.needs_input_grad[1]:
+        dy = gg * (g - (g * y).sum(dim, keepdim=True)) - g * ggy
+    return dg, dy
+
+
+@op(saves=("grad_output", "output"), function=False, method=False, upcast_half=True)
+def _log_softmax_backward_data(xp, grad_output: "Tensor", output: "Tensor", dim):
+    """The input gradient of log_softmax from its output: g - exp(y) * sum(g) along ``dim``."""
+    g, y, axis = _rows_view(grad_output, output, dim)
+    r = np.exp(y)
+    r *= g.sum(axis=axis, keepdims=True)
+    np.subtract(g, r, out=r)
+    return r.reshape(output.shape)
+
+
+@_log_softmax_backward_data.def_backward
+def _(ctx, gg):
+    # r_j = g_j - e_j S, e = exp(y), S = sum_k g_k:  dr/dg . gg = gg - sum(gg e),
+    # dr/dy . gg = -gg e S
+    g, y, dim = ctx.grad_output, ctx.output, ctx.dim
+    e = y.exp()
+    dg = gg - (gg * e).sum(dim, keepdim=True) if ctx.needs_input_grad[0] else None
+    dy = -gg * e * g.sum(dim, keepdim=True) if ctx.needs_input_grad[1] else None
+    return dg, dy
 
 
 def legacy_softmax_dim(name: str, ndim: int, stacklevel: int) -> int:

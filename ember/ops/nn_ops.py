@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .. import _dtype as D
-from .._tensor import Tensor
+from .._tensor import Tensor, _wrap
 from ..autograd.grad_mode import no_grad
 from . import activations, losses, normalization
 from .activations import _safe_softmax
@@ -425,8 +425,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
             key, value = _repeat_heads(key, hq // hk), _repeat_heads(value, hq // hk)
     s = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = ember.matmul(query * s, key.transpose(-2, -1))
-    if is_causal:
-        attn_mask = ember.tensor(np.tril(np.ones((L, S), bool)))
+    if is_causal:  # as an additive bias, built once per shape and dtype
+        attn_mask = _causal_bias(L, S, query.dtype)
     if attn_mask is not None:
         if attn_mask.dtype is D.bool_:  # as an additive bias: the backward is then the identity
             attn_mask = where(attn_mask, 0.0, -math.inf).to(query.dtype)
@@ -435,6 +435,23 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     if dropout_p > 0:
         weights = _dropout(weights, dropout_p, True, False, False, False)
     return ember.matmul(weights, value)
+
+
+_CAUSAL: dict = {}
+
+
+def _causal_bias(L: int, S: int, dtype) -> Tensor:
+    """0 on and below the diagonal, -inf above: the causal mask as a bias (cached; it never
+    requires grad and no op writes into it)."""
+    key = (L, S, dtype)
+    bias = _CAUSAL.get(key)
+    if bias is None:
+        if len(_CAUSAL) > 32:
+            _CAUSAL.clear()
+        arr = np.where(np.tril(np.ones((L, S), bool)), 0.0, -math.inf).astype(dtype.np)
+        arr.flags.writeable = False
+        bias = _CAUSAL[key] = _wrap(arr, dtype)  # a plain tensor, also while the compiler traces
+    return bias
 
 
 def _repeat_heads(t: Tensor, r: int) -> Tensor:

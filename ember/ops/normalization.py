@@ -16,6 +16,8 @@ as many temporaries.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from .._tensor import Tensor
@@ -73,8 +75,14 @@ def _input_grad(gh, xhat, rstd, dims, center=True, g_mean=None, g_rstd=None):
 
 def _live(g):
     """``g`` unless it is absent or all zeros (the engine fills unused output grads with
-    zeros; skipping them saves whole-tensor passes in every first-order backward)."""
-    return None if g is None or not g._data.any() else g
+    zeros; skipping them saves whole-tensor passes in every first-order backward). While the
+    compiler traces, a present ``g`` counts as live: a traced value has no data to read."""
+    if g is None:
+        return None
+    cap = sys.modules.get("ember.compiler.capture")  # imported only once the compiler is used
+    if cap is not None and (cap.TRACING[0] > 0 or isinstance(g, cap.Proxy)):
+        return g
+    return g if g._data.any() else None
 
 
 def _first_order(g_mean, g_rstd) -> bool:
@@ -88,6 +96,10 @@ def _norm_backward(xp, grad: "Tensor", input: "Tensor", mean: "Tensor?", rstd: "
                    weight: "Tensor?", stat_dims, param_dims, needs):
     """First-order norm backward as one numpy kernel -> (grad_input, grad_weight, grad_bias);
     mean, rstd and weight arrive shaped to broadcast against input."""
+    k = len(stat_dims)
+    if mean is not None and stat_dims == tuple(range(input.ndim - k, input.ndim)) and \
+            param_dims == tuple(range(input.ndim - k)) and input.size:
+        return _rows_backward(grad, input, mean, rstd, weight, needs, k)
     xhat = input - mean if mean is not None else input.copy()
     xhat *= rstd
     gw = gb = gx = None
@@ -106,6 +118,38 @@ def _norm_backward(xp, grad: "Tensor", input: "Tensor", mean: "Tensor?", rstd: "
             gh -= c1
         gh *= rstd
         gx = gh
+    return gx, gw, gb
+
+
+def _rows_backward(grad, input, mean, rstd, weight, needs, k):
+    """_norm_backward for layer norm's layout (statistics over the last ``k`` dims, parameters
+    over the rest): the input is viewed as (rows, n) and the products are summed by einsum,
+    without temporaries."""
+    shape = input.shape
+    pshape = shape[input.ndim - k:]
+    rows = _numel(shape[:input.ndim - k])
+    x2 = input.reshape(rows, -1)
+    g2 = grad.reshape(rows, -1)
+    r = rstd.reshape(rows, 1)
+    xhat = x2 - mean.reshape(rows, 1)
+    xhat *= r
+    gx = gw = gb = None
+    if needs[1]:
+        gw = np.einsum("ij,ij->j", g2, xhat).reshape(pshape)
+    if needs[2]:
+        gb = g2.sum(axis=0).reshape(pshape)
+    if needs[0]:
+        gh = g2 * weight.reshape(1, -1) if weight is not None else g2.copy()
+        # dx = r gh - r mean(gh) - xhat r mean(gh xhat), the row factors formed first
+        c2 = np.einsum("ij,ij->i", gh, xhat)[:, None]
+        c2 *= r / xhat.dtype.type(x2.shape[1])
+        c1 = gh.mean(axis=1, keepdims=True)
+        c1 *= r
+        gh *= r
+        xhat *= c2
+        gh -= xhat
+        gh -= c1
+        gx = gh.reshape(shape)
     return gx, gw, gb
 
 
