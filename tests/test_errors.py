@@ -114,3 +114,102 @@ def test_bad_input_like_torch(name):
 
 def test_there_are_at_least_forty_cases():
     assert len(CASES) >= 40
+
+
+# ---------------------------------------------------------------------- argument types
+# A Python value where the op takes a pure Tensor is a TypeError with PyTorch's exact message:
+# positions count from 1 for functions, from the first argument after self for methods, and a
+# keyword argument has none.
+def _np_scalar(m):
+    import numpy as np
+    return m.exp(np.float32(2.0))
+
+
+ARG_TYPES = {
+    "function float": lambda m: m.exp(2.0),
+    "function keyword": lambda m: m.exp(input=2.0),
+    "function list": lambda m: m.exp([1.0, 2.0]),
+    "function None": lambda m: m.exp(None),
+    "function bool": lambda m: m.sum(True),
+    "numpy scalar": _np_scalar,
+    "second position": lambda m: m.matmul(t(m, 3), 2),
+    "second keyword": lambda m: m.matmul(t(m, 3), other=2),
+    "first position": lambda m: m.matmul(2, t(m, 3)),
+    "method position": lambda m: t(m, 3).matmul(2),
+    "method keyword": lambda m: t(m, 3).matmul(other=[1.0, 2.0, 3.0]),
+    "method dot": lambda m: t(m, 3).dot(2),
+    "operator": lambda m: t(m, 3) @ 2,
+    "reflected operator": lambda m: 2 @ t(m, 3),
+    "index param": lambda m: m.index_select(t(m, 3), 0, 1),
+    "gather list index": lambda m: m.gather(t(m, 3), 0, [0]),
+    "optional tensor": lambda m: m.nn.functional.linear(t(m, 3), t(m, 1, 3), 1.0),
+    "nn weight": lambda m: m.nn.functional.linear(t(m, 3), 2.0),
+    "inplace function": lambda m: m.exp_(2.0),
+    "inplace method": lambda m: t(m, 3).atan2_(2.0),
+    "inplace method keyword": lambda m: t(m, 3).index_add_(0, index=1, source=t(m, 3)),
+    "list element": lambda m: m.cat([t(m, 2), 2]),
+    "list None element": lambda m: m.stack((t(m, 2), None)),
+    "list not a list": lambda m: m.cat(2),
+    "tensor for a list": lambda m: m.stack(t(m, 2, 2)),
+}
+
+
+@pytest.mark.parametrize("name", list(ARG_TYPES))
+def test_tensor_argument_types_like_torch(name):
+    fn = ARG_TYPES[name]
+    with pytest.raises(TypeError) as te:
+        fn(torch)
+    with pytest.raises(TypeError) as ee:
+        fn(ember)
+    assert str(ee.value) == str(te.value)
+
+
+# numbers that PyTorch does take where a tensor may stand
+NUMBERS_TAKEN = {
+    "copy_": lambda m: t(m, 3, dtype="int64").copy_(2.5),
+    "where": lambda m: m.where(t(m, 3) > 0, 1.0, 2.0),
+    "lerp weight": lambda m: m.lerp(t(m, 3), t(m, 3) * 3, 0.5),
+    "add scalar": lambda m: m.add(t(m, 3), 2),
+    "masked_fill": lambda m: t(m, 3).masked_fill(t(m, 3) > 0, 1.5),
+}
+
+
+@pytest.mark.parametrize("name", list(NUMBERS_TAKEN))
+def test_numbers_taken_like_torch(name):
+    e, tt = NUMBERS_TAKEN[name](ember), NUMBERS_TAKEN[name](torch)
+    assert e.tolist() == tt.tolist() and str(e.dtype)[6:] == str(tt.dtype)[6:]
+
+
+# ---------------------------------------------------------------------- in-place and out= casts
+# The result dtype must cast to the written tensor's dtype (same kind or lower); PyTorch checks it
+# before anything runs, so the target keeps its values and version.
+CASTS = {
+    "add_ float scalar": lambda m, x: x.add_(1.5),
+    "mul_ float tensor": lambda m, x: x.mul_(t(m, 3)),
+    "div_ true division": lambda m, x: x.div_(2),
+    "pow_ fractional": lambda m, x: x.pow_(0.5),
+    "sqrt_ int": lambda m, x: x.sqrt_(),
+    "sigmoid_ int": lambda m, x: x.sigmoid_(),
+    "atan2_ int": lambda m, x: x.atan2_(x.clone()),
+    "iadd float": lambda m, x: x.__iadd__(1.5),
+    "bitwise_and_ float": lambda m, x: x.bitwise_and_(1.5),
+    "bitwise_or_ float tensor": lambda m, x: x.bitwise_or_(t(m, 3)),
+    "bool add_ int": lambda m, x: x.bool().add_(1),
+    "out add": lambda m, x: m.add(x.clone(), 1.5, out=x),
+    "out exp": lambda m, x: m.exp(x.clone(), out=x),
+    "out bitwise_xor": lambda m, x: m.bitwise_xor(x.clone(), 2.5, out=x),
+    "out int32 sin": lambda m, x: m.sin(t(m, 3), out=x.int()),
+}
+
+
+@pytest.mark.parametrize("name", list(CASTS))
+def test_inplace_and_out_cast_errors_like_torch(name):
+    fn = CASTS[name]
+    xs = {m: m.tensor([1, 2, 3]) for m in (ember, torch)}
+    with pytest.raises(RuntimeError) as te:
+        fn(torch, xs[torch])
+    with pytest.raises(RuntimeError) as ee:
+        fn(ember, xs[ember])
+    assert str(ee.value) == str(te.value)
+    assert "can't be cast to the desired output type" in str(ee.value)
+    assert xs[ember].tolist() == [1, 2, 3] and xs[ember]._version == xs[torch]._version == 0

@@ -4,7 +4,14 @@ variants and Python operators all come from here, never written one by one."""
 from __future__ import annotations
 
 from .._tensor import Tensor
-from .registry import ALIASES, OPS, call_inplace
+from .registry import (
+    ALIASES,
+    OPS,
+    call_inplace,
+    fast_binary_method,
+    fast_unary_method,
+    method_arg_error,
+)
 
 # Tensor methods whose Python signature differs from the function's (varargs sizes, ...):
 # families register them here with ``tensor_method``.
@@ -21,8 +28,23 @@ def tensor_method(name: str):
 
 
 def _method(d):
+    if d._fast and d.tensor_pos == (0,):
+        return _named(fast_unary_method(d), d)
+    if d._fast and d.tensor_pos == (0, 1) and not d.view:
+        return _named(fast_binary_method(d), d)
+
     def method(self, *args, **kwargs):
-        return d(self, *args, **kwargs)
+        try:
+            return d(self, *args, **kwargs)
+        except TypeError as e:  # a method's argument positions do not count self
+            renumbered = method_arg_error(e, d)
+            if renumbered is None:
+                raise
+            raise renumbered from None
+    return _named(method, d)
+
+
+def _named(method, d):
     method.__name__ = d.name
     method.__doc__ = d.__doc__
     return method
@@ -37,19 +59,35 @@ def _inplace(d):
 
 def _swap(d):
     def method(self, other):
-        return d(other, self)
+        try:
+            return d(other, self)
+        except TypeError as e:  # `2 @ x`: Python reports the unsupported operand types
+            if method_arg_error(e, d) is None:
+                raise
+            return NotImplemented
     return method
 
 
 def _unary(d):
+    if d._fast and d.tensor_pos == (0,):
+        return fast_unary_method(d)
+
     def method(self):
         return d(self)
     return method
 
 
 def _binary(d):
+    if d._fast and d.tensor_pos == (0, 1) and not d.view:
+        return fast_binary_method(d, operator=True)
+
     def method(self, other):
-        return d(self, other)
+        try:
+            return d(self, other)
+        except TypeError as e:  # `x @ 2`: let Python try the reflected operator
+            if method_arg_error(e, d) is None:
+                raise
+            return NotImplemented
     return method
 
 

@@ -456,7 +456,7 @@ def contiguous(self, memory_format=None):
 
 
 @op(function=False, method=False, inplace=True, out=False, grad_name="CopyBackwards")
-def copy(xp, self: "Tensor", src: "Tensor", non_blocking=False):
+def copy(xp, self: "Tensor", src: "Scalar|Tensor", non_blocking=False):  # torch takes numbers
     try:
         b = xp.broadcast_to(src, self.shape)
     except ValueError:

@@ -20,7 +20,7 @@ from .. import _dtype as D
 from .. import return_types as RT
 from .._tensor import Tensor, _wrap_dim, wrap_np
 from .bind import tensor_method
-from ..backends.cpu import parallel_sum
+from ..backends.cpu import PARALLEL_MIN, parallel_sum
 from .registry import OPS, op
 
 RED = ("reduction",)
@@ -183,6 +183,11 @@ def split_ties_backward(g, x, out, dims: tuple, keepdim: bool, nan_ties: bool = 
 @op(tags=RED)
 def sum(xp, input: "Tensor", dim=None, keepdim=False, *, dtype=None):
     """sum(input, dim=None, keepdim=False, *, dtype=None) -> Tensor"""
+    if dim is None and dtype is None and not keepdim and input.dtype in _FULL_SUM_FAST:
+        # x.sum() of a float tensor, the hot small-tensor case: no dim handling; only a large
+        # array pays for the thread-pool split
+        r = parallel_sum(input) if input.size >= _PARALLEL_SUM_MIN else input.sum()
+        return xp.asarray(r)
     axes = reduce_dims(dim, input.ndim, "sum")
     acc = _acc_dtype(input, dtype)
     if len(axes) == input.ndim and input.dtype.kind in "fc" and not keepdim and \
@@ -191,6 +196,13 @@ def sum(xp, input: "Tensor", dim=None, keepdim=False, *, dtype=None):
     else:
         r = _half_up(input).sum(axis=axes, keepdims=keepdim, dtype=acc)
     return xp.asarray(r).astype(acc or input.dtype, copy=False)
+
+
+# full sums that keep their dtype and may split over threads (not float16/bfloat16: they
+# accumulate in float32)
+_FULL_SUM_FAST = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64,
+                                                  np.complex128))
+_PARALLEL_SUM_MIN = 4 * PARALLEL_MIN  # parallel_sum's own threshold, checked before its call
 
 
 @sum.def_backward

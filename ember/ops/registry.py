@@ -8,6 +8,9 @@ parameters. Annotations mark which parameters carry tensors:
     Tensor[]        a list of tensors (the impl gets a list of arrays)
     Scalar|Tensor   a Python number or a tensor; both take part in type promotion
 
+Anything else where a ``Tensor``, ``Tensor?`` or ``Tensor[]`` belongs is PyTorch's TypeError
+("exp(): argument 'input' (position 1) must be Tensor, not float"), raised before the impl.
+
 Everything else (``int``, ``bool``, dims, dtypes, ...) reaches the impl untouched. The
 dispatcher does type promotion, calls the impl with ``xp = numpy``, wraps the arrays it returns
 as Tensors, marks views, and records an autograd node when an input requires grad. The
@@ -29,7 +32,7 @@ from .._tensor import Tensor, _wrap
 from ..autograd import engine
 from ..autograd.grad_mode import state as _grad_state
 
-OPS: dict[str, "OpDef"] = {}
+OPS: dict[str, OpDef] = {}
 
 # type-promotion kinds
 DEFAULT = "default"  # result_type of the promoted operands
@@ -44,6 +47,44 @@ _HALF = (D.float16, D.bfloat16)
 # op call instead of the eager path. One list lookup per call when no trace runs.
 TRACE: list = [None]
 _NP_FROM = D._FROM_NP
+_new = object.__new__
+# what a numpy kernel raises on bad input; the dispatcher turns it into PyTorch's error
+_KERNEL_ERRORS = (ValueError, IndexError, TypeError, FloatingPointError, np.linalg.LinAlgError,
+                  OverflowError)
+
+
+def type_name(v) -> str:
+    """A value's type as PyTorch's argument errors print it (``float``, ``numpy.ndarray``)."""
+    if isinstance(v, Tensor):
+        return "Tensor"
+    t = type(v)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def arg_type_error(op: OpDef, index: int, keyword: bool, what: str,
+                   name: str = "") -> TypeError:
+    """PyTorch's "op(): argument 'x' (position n) must be Tensor, not float" for parameter
+    ``index`` of ``op``. Positions count from 1 in a function call; a Tensor method does not
+    count ``self``, so the method binders renumber it with ``method_arg_error``. A keyword
+    argument has no position."""
+    e = TypeError(_arg_message(op, index, keyword, what, name or op.name, index + 1))
+    e.ember_arg = (op, index, keyword, what)
+    return e
+
+
+def method_arg_error(e: TypeError, op: OpDef, name: str = "") -> TypeError | None:
+    """``e`` renumbered for the Tensor method ``name`` of ``op``; None when ``e`` is not
+    ``op``'s own argument error (an error from an op called inside it stays as it is)."""
+    info = getattr(e, "ember_arg", None)
+    if info is None or info[0] is not op:
+        return None
+    _, index, keyword, what = info
+    return TypeError(_arg_message(op, index, keyword, what, name or op.name, index))
+
+
+def _arg_message(op, index, keyword, what, name, position) -> str:
+    where = "" if keyword else f" (position {position})"
+    return f"{name}(): argument '{op.params[index]}'{where} must be {what}"
 
 
 class OpDef:
@@ -84,12 +125,16 @@ class OpDef:
             ann = p.annotation.strip("'\"") if isinstance(p.annotation, str) else ""
             if ann.startswith("Tensor[]"):
                 kinds[p.name] = "list"
+            elif ann in ("Tensor", "Tensor?"):
+                kinds[p.name] = ann
             elif "Tensor" in ann:
-                kinds[p.name] = "tensor"
+                kinds[p.name] = "number"  # "Scalar|Tensor", "int|Tensor": numbers pass through
         self.tensor_params = tuple(n for n in self.params if n in kinds)
         self.tensor_pos = tuple(self.param_index[n] for n in self.tensor_params)
         self.list_pos = tuple(self.param_index[n] for n in self.tensor_params
                               if kinds[n] == "list")
+        # positions whose non-Tensor values the dispatcher must look at (lists, None, errors)
+        self._arg_kind = {self.param_index[n]: k for n, k in kinds.items() if k != "number"}
         self._tensor_kw = frozenset(self.tensor_params)
         if promote_args is None:
             promote_args = self.tensor_params if promote else ()
@@ -104,6 +149,10 @@ class OpDef:
         self.has_inplace = inplace
         self.has_out = out
         self._factory = "factory" in self.tags
+        # one array out that needs nothing beyond wrapping (the dispatcher's inline case)
+        self._plain = returns is None and not self._factory
+        # calls the fast Tensor methods below can run inline (see fast_unary_method)
+        self._fast = self._plain and promote is None and not upcast_half and not self.list_pos
 
     # ------------------------------------------------------------------ registration helpers
     def def_backward(self, fn: Callable) -> Callable:
@@ -159,7 +208,10 @@ class OpDef:
         for i in range(len(args), last + 1):
             name = self.params[i]
             if name in kwargs:
-                args.append(kwargs.pop(name))
+                v = kwargs.pop(name)
+                if i in self._arg_kind and not isinstance(v, Tensor):
+                    self._non_tensor(i, v, [], False, keyword=True)  # raises on a wrong type
+                args.append(v)
             elif name in self.defaults:
                 args.append(self.defaults[name])
             else:
@@ -177,7 +229,12 @@ class OpDef:
                     raise TypeError(f"{self.name}() got an unexpected keyword argument 'out'")
                 out = kwargs.pop("out")
                 if out is not None:
-                    return write_out(self, out, self(*args, **kwargs))
+                    try:
+                        result = self(*args, **kwargs)
+                    except NotImplementedError as e:
+                        raise_if_uncastable(self, out, args, kwargs, e)  # PyTorch checks first
+                        raise
+                    return write_out(self, out, result)
             if not self._tensor_kw.isdisjoint(kwargs):
                 args, kwargs = self.normalize(args, kwargs)
         nargs = len(args)
@@ -185,29 +242,22 @@ class OpDef:
             raise TypeError(f"{self.name}() takes {self.n_positional} positional arguments but "
                             f"{nargs} were given")
         vals = list(args)
-        inputs = []
         unwrap = self.promote is None  # promoted ops unwrap (and cast) in _promote
-        list_pos = self.list_pos
-        for i in self.tensor_pos:
-            if i >= nargs:
-                break
-            a = vals[i]
-            if isinstance(a, Tensor):
-                inputs.append(a)
-                if unwrap:
-                    vals[i] = a._data
-            elif list_pos and i in list_pos:
-                if not isinstance(a, (list, tuple)):
-                    raise TypeError(f"{self.name}(): argument '{self.params[i]}' must be tuple "
-                                    f"of Tensors, not {type(a).__name__}")
-                for x in a:
-                    if not isinstance(x, Tensor):
-                        raise TypeError(f"{self.name}(): expected Tensor as element of "
-                                        f"argument '{self.params[i]}', but got "
-                                        f"{type(x).__name__}")
-                inputs.extend(a)
-                if unwrap:
-                    vals[i] = [x._data for x in a]
+        if self.list_pos:
+            inputs = self._collect_with_lists(vals, nargs, unwrap)
+        else:
+            inputs = []
+            arg_kind = self._arg_kind
+            for i in self.tensor_pos:
+                if i >= nargs:
+                    break
+                a = vals[i]
+                if isinstance(a, Tensor):
+                    inputs.append(a)
+                    if unwrap:
+                        vals[i] = a._data
+                elif i in arg_kind:
+                    self._non_tensor(i, a, inputs, unwrap)  # None for "Tensor?", else raises
         out_dtype = None
         if not unwrap:
             out_dtype = self._promote(vals, nargs)
@@ -218,22 +268,26 @@ class OpDef:
                         out_dtype.np:
                     vals[i] = vals[i].astype(np.float32)
         try:
-            res = self.impl(np, *vals, **kwargs)
-        except (ValueError, IndexError, TypeError, FloatingPointError, np.linalg.LinAlgError,
-                OverflowError) as e:
+            res = self.impl(np, *vals, **kwargs) if kwargs else self.impl(np, *vals)
+        except _KERNEL_ERRORS as e:
             raise translate_error(self, e, args, kwargs) from None
-        if self.returns == "python":
+        if self._plain and type(res) is np.ndarray and out_dtype is None and \
+                (dt := _NP_FROM.get(res.dtype)) is not None:
+            outs = _new(Tensor)  # the common case: _wrap inline
+            outs._data = res
+            outs._dtype = dt
+            view = self.view
+            if view and (view is True or np.may_share_memory(res, inputs[0]._data)):
+                _mark_view(outs, inputs[0])
+        elif self.returns == "python":
             return res
-        if type(res) is np.ndarray and out_dtype is None and not self.view:
-            dt = _NP_FROM.get(res.dtype)  # the common case, inline
-            outs = _wrap(res, dt) if dt is not None else self._wrap_one(res, None, inputs)
         else:
             outs = self._wrap_outputs(res, out_dtype, inputs)
-        if self._factory and kwargs.get("requires_grad"):
-            if not (outs._dtype.is_floating_point or outs._dtype.is_complex):
-                raise RuntimeError("Only Tensors of floating point and complex dtype can require "
-                                   "gradients")
-            outs.requires_grad_()
+            if self._factory and kwargs.get("requires_grad"):
+                if not (outs._dtype.is_floating_point or outs._dtype.is_complex):
+                    raise RuntimeError("Only Tensors of floating point and complex dtype can "
+                                       "require gradients")
+                outs.requires_grad_()
         if _grad_state.enabled and self.backward is not None:
             for t in inputs:
                 if t._leaf_rg or t.grad_fn is not None:
@@ -242,6 +296,43 @@ class OpDef:
         if self.returns is not None and type(outs) is tuple:
             return self.returns(*outs)
         return outs
+
+    def _collect_with_lists(self, vals: list, nargs: int, unwrap: bool) -> list:
+        """The tensor arguments of an op with a ``Tensor[]`` parameter, in signature order
+        (lists flattened); unwraps them in ``vals`` when ``unwrap``."""
+        inputs = []
+        list_pos = self.list_pos
+        for i in self.tensor_pos:
+            if i >= nargs:
+                break
+            a = vals[i]
+            if isinstance(a, Tensor) and i not in list_pos:
+                inputs.append(a)
+                if unwrap:
+                    vals[i] = a._data
+            else:
+                r = self._non_tensor(i, a, inputs, unwrap)
+                if unwrap and r is not None:
+                    vals[i] = r
+        return inputs
+
+    def _non_tensor(self, i: int, a, inputs: list, unwrap: bool, keyword: bool = False):
+        """Check a non-Tensor value at tensor parameter ``i`` (a list for ``Tensor[]``):
+        returns the arrays of a list (adding its tensors to ``inputs``), None for a None
+        ``Tensor?``; raises PyTorch's TypeError for anything else."""
+        kind = self._arg_kind.get(i)
+        if kind == "list":
+            if not isinstance(a, (list, tuple)):
+                raise arg_type_error(self, i, keyword, f"tuple of Tensors, not {type_name(a)}")
+            for j, x in enumerate(a):
+                if not isinstance(x, Tensor):
+                    raise TypeError(f"expected Tensor as element {j} in argument {i}, but got "
+                                    f"{type_name(x)}")
+            inputs.extend(a)
+            return [x._data for x in a] if unwrap else None
+        if kind == "Tensor" or (kind == "Tensor?" and a is not None):
+            raise arg_type_error(self, i, keyword, f"Tensor, not {type_name(a)}")
+        return None
 
     def _promote(self, vals: list, nargs: int):
         dims = zeros = scalars = None
@@ -307,10 +398,123 @@ class OpDef:
             r = r.astype(dt.np)
         t = _wrap(r, dt)
         if self.view and (self.view is True or np.may_share_memory(r, inputs[0]._data)):
-            src = inputs[0]
-            t._base = src._base if src._base is not None else src
-            t._vc = src._version_counter()
+            _mark_view(t, inputs[0])
         return t
+
+
+def _mark_view(t: Tensor, src: Tensor) -> None:
+    """``t`` is a view of ``src``: same base, same version counter."""
+    t._base = src._base if src._base is not None else src
+    vc = src._vc
+    t._vc = vc if vc is not None else src._version_counter()
+
+
+# ---------------------------------------------------------------------- fast Tensor methods
+# A Tensor method or operator call on tensors (``x.sum()``, ``x + y``, ``x.add(y)``) is the
+# commonest op call of all, and on small tensors the dispatcher's generality is most of its
+# cost. For ops that need no promotion, list handling or special outputs (``OpDef._fast``),
+# these closures run exactly what ``OpDef.__call__`` would run for that call, inline; any
+# other call (a trace is active, ``out=``, a keyword tensor, a wrong type, too many arguments)
+# goes to ``op(...)`` unchanged.
+_NUMBERS = frozenset((int, float, bool, complex))
+
+
+def _fast_result(op: OpDef, res, args: tuple, kwargs: dict, inputs: list):
+    """The rest of ``OpDef.__call__`` after the impl, for the fast paths' uncommon results."""
+    outs = op._wrap_outputs(res, None, inputs)
+    if _grad_state.enabled and op.backward is not None:
+        for t in inputs:
+            if t._leaf_rg or t.grad_fn is not None:
+                engine.record(op, args, kwargs, inputs, outs)
+                break
+    return outs
+
+
+def fast_unary_method(op: OpDef) -> Callable:
+    """``x.op(*args, **kwargs)`` for an op whose only tensor parameter is the first."""
+    impl = op.impl
+    max_args = op.n_positional - 1
+    view = op.view
+
+    def method(self, *args, **kwargs):
+        if TRACE[0] is not None or len(args) > max_args or "out" in kwargs or \
+                not isinstance(self, Tensor):
+            return op(self, *args, **kwargs)
+        try:
+            res = impl(np, self._data, *args, **kwargs) if kwargs else impl(np, self._data, *args)
+        except _KERNEL_ERRORS as e:
+            raise translate_error(op, e, (self,) + args, kwargs) from None
+        if type(res) is not np.ndarray or (dt := _NP_FROM.get(res.dtype)) is None:
+            return _fast_result(op, res, (self,) + args, kwargs, [self])
+        out = _new(Tensor)
+        out._data = res
+        out._dtype = dt
+        if view and (view is True or np.may_share_memory(res, self._data)):
+            base = self._base  # _mark_view, inline
+            out._base = base if base is not None else self
+            vc = self._vc
+            out._vc = vc if vc is not None else self._version_counter()
+        if _grad_state.enabled and (self._leaf_rg or self.grad_fn is not None) and \
+                op.backward is not None:
+            engine.record(op, (self,) + args, kwargs, [self], out)
+        return out
+    return method
+
+
+def fast_binary_method(op: OpDef, operator: bool = False) -> Callable:
+    """``x.op(other)`` (or, with ``operator``, ``x <op> other``) for a non-view op whose tensor
+    parameters are its first two; ``other`` may be a Python number when the op takes one."""
+    impl = op.impl
+    numbers = _NUMBERS if 1 not in op._arg_kind else frozenset()  # "Scalar|Tensor" other
+
+    def binary(self, other):
+        if TRACE[0] is None and isinstance(self, Tensor):
+            if isinstance(other, Tensor):
+                inputs = [self, other]
+                b = other._data
+            elif type(other) in numbers:
+                inputs = [self]
+                b = other
+            else:
+                inputs = None
+            if inputs is not None:
+                try:
+                    res = impl(np, self._data, b)
+                except _KERNEL_ERRORS as e:
+                    raise translate_error(op, e, (self, other), {}) from None
+                if type(res) is not np.ndarray or (dt := _NP_FROM.get(res.dtype)) is None:
+                    return _fast_result(op, res, (self, other), {}, inputs)
+                out = _new(Tensor)
+                out._data = res
+                out._dtype = dt
+                if _grad_state.enabled and op.backward is not None:
+                    for t in inputs:
+                        if t._leaf_rg or t.grad_fn is not None:
+                            engine.record(op, (self, other), {}, inputs, out)
+                            break
+                return out
+        try:
+            return op(self, other)
+        except TypeError as e:  # `x @ 2`: let Python try the reflected operator
+            if method_arg_error(e, op) is None:
+                raise
+            return NotImplemented
+
+    if operator:
+        return binary
+
+    def method(self, *args, **kwargs):
+        if len(args) == 1 and not kwargs and TRACE[0] is None and isinstance(self, Tensor) and \
+                (isinstance(args[0], Tensor) or type(args[0]) in numbers):
+            return binary(self, args[0])  # takes its fast path (never the operator fallback)
+        try:
+            return op(self, *args, **kwargs)
+        except TypeError as e:  # a method's argument positions do not count self
+            renumbered = method_arg_error(e, op)
+            if renumbered is None:
+                raise
+            raise renumbered from None
+    return method
 
 
 def write_out(op: OpDef, out, result):
@@ -329,8 +533,7 @@ def write_out(op: OpDef, out, result):
         raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support "
                            "automatic differentiation, but one of the arguments requires grad.")
     if not D.can_cast(result._dtype, out._dtype):
-        raise RuntimeError(f"result type {D.TYPE_NAME[result._dtype]} can't be cast to the "
-                           f"desired output type {D.TYPE_NAME[out._dtype]}")
+        raise cast_error(result._dtype, out._dtype)
     if out._data.shape != result._data.shape:
         out._data = np.empty(result._data.shape, out._dtype.np)
     elif not out._data.flags.writeable:
@@ -345,20 +548,52 @@ def write_out(op: OpDef, out, result):
 def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
     """``x.<op>_(...)``: run the op out of place, then write the result into ``x``."""
     if not isinstance(self, Tensor):
-        raise TypeError(f"{op.name}_(): expected a Tensor as self")
+        raise arg_type_error(op, 0, False, f"Tensor, not {type_name(self)}", op.name + "_")
     hook = TRACE[0]
     if hook is not None:
         return hook(op, (self,) + tuple(args), kwargs, "inplace")
     if _grad_state.enabled:
         engine.check_inplace(self)
-    result = op(self, *args, **kwargs)
+    try:
+        result = op(self, *args, **kwargs)
+    except TypeError as e:
+        renumbered = method_arg_error(e, op, op.name + "_")  # x.op_(...) numbers as a method
+        if renumbered is None:
+            raise
+        raise renumbered from None
+    except NotImplementedError as e:
+        raise_if_uncastable(op, self, (self,) + tuple(args), kwargs, e)  # PyTorch checks first
+        raise
     return write_inplace(self, result, op.name + "_")
+
+
+def cast_error(result: D.dtype, target: D.dtype) -> RuntimeError:
+    return RuntimeError(f"result type {D.TYPE_NAME[result]} can't be cast to the desired output "
+                        f"type {D.TYPE_NAME[target]}")
+
+
+def raise_if_uncastable(op: OpDef, target, args: tuple, kwargs: dict,
+                        error: NotImplementedError) -> None:
+    """An in-place or ``out=`` call of a pointwise op failed because its kernel refused the
+    promoted dtype (``long.bitwise_and_(1.5)`` computes in Float): PyTorch checks that the
+    result dtype can be written into ``target`` before that, so raise its cast error instead.
+    Errors about the inputs' own dtypes (``long.lerp_(...)``) stand."""
+    if not isinstance(target, Tensor) or op.meta is None or "pointwise" not in op.tags:
+        return
+    try:
+        meta = op.meta(*args, **kwargs)
+    except (RuntimeError, TypeError, ValueError, IndexError, NotImplementedError):
+        return  # the meta refuses the arguments too: the op's own error stands
+    dt = meta[1] if isinstance(meta, tuple) and len(meta) == 2 and \
+        isinstance(meta[1], D.dtype) else None
+    if dt is not None and not D.can_cast(dt, target._dtype) and \
+            f"'{D.TYPE_NAME[dt]}'" in str(error):
+        raise cast_error(dt, target._dtype) from None
 
 
 def write_inplace(self: Tensor, result: Tensor, name: str) -> Tensor:
     if not D.can_cast(result._dtype, self._dtype):
-        raise RuntimeError(f"result type {D.TYPE_NAME[result._dtype]} can't be cast to the "
-                           f"desired output type {D.TYPE_NAME[self._dtype]}")
+        raise cast_error(result._dtype, self._dtype)
     if result._data.shape != self._data.shape:
         raise RuntimeError(f"{name}(): output with shape {list(self._data.shape)} doesn't match "
                            f"the broadcast shape {list(result._data.shape)}")

@@ -9,6 +9,7 @@ Multi-output views (``split``, ``unbind``, ...) live in joining.py beside ``cat`
 
 from __future__ import annotations
 
+import math
 import numbers
 import operator
 import warnings
@@ -18,7 +19,7 @@ import numpy as np
 from .. import _dtype as D
 from .._tensor import Size, Tensor, _root, _wrap_dim
 from .bind import tensor_method
-from .registry import OPS, alias_all, broadcast_error, op
+from .registry import OPS, alias_all, broadcast_error, fast_unary_method, op
 
 PUBLIC = ["broadcast_to", "as_strided", "broadcast_shapes", "broadcast_tensors"]
 
@@ -46,7 +47,8 @@ def _sizes(size) -> tuple:
         if not isinstance(s, numbers.Integral) and not hasattr(s, "__index__"):
             raise TypeError(f"expected a sequence of integers for the shape, but got an element "
                             f"of type {type(s).__name__}")
-    return tuple(operator.index(s) for s in size)
+    # a compiler's symbolic size (marked ``_symbolic``) passes through unspecialised
+    return tuple(s if getattr(s, "_symbolic", False) else operator.index(s) for s in size)
 
 
 def _int_list(values, opname: str, argname: str, pos: int) -> tuple:
@@ -70,6 +72,8 @@ def _type_name(a) -> str:
 
 def infer_size(shape, numel: int) -> tuple:
     """Resolve one -1 in ``shape`` against ``numel`` with PyTorch's errors."""
+    if math.prod(shape) == numel and (not shape or min(shape) >= 0):
+        return tuple(shape)  # the common case: no -1 to infer, nothing wrong
     shape = list(shape)
     infer = None
     known = 1
@@ -123,9 +127,10 @@ def _view_method(self, *shape, dtype=None):
         return view_dtype(self, dtype)
     if len(shape) == 1 and isinstance(shape[0], D.dtype):
         return view_dtype(self, shape[0])
-    return view(self, _sizes(shape))
+    return _view_fast(self, _sizes(shape))
 
 
+_view_fast = fast_unary_method(view)  # x.view(...) is a hot small-tensor call: see registry
 @op(view=True, method=False, function=False, out=False, differentiable=False)
 def view_dtype(xp, self: "Tensor", dtype):
     old, new = self.dtype.itemsize, dtype.itemsize
@@ -207,7 +212,7 @@ def expand(xp, input: "Tensor", size, *, implicit=False):
     target = tuple(target)
     # An expansion that repeats no element is an ordinary (writable) view; one that does is
     # read-only, so a write through it cannot silently hit one element several times.
-    if input.size == int(np.prod(target)):
+    if input.size == math.prod(target):
         v = _reshape_view(input, target)
         if v is not None:
             return v
@@ -221,7 +226,10 @@ def _(ctx, g):
 
 @tensor_method("expand")
 def _expand_method(self, *size):
-    return expand(self, _sizes(size))
+    return _expand_fast(self, _sizes(size))
+
+
+_expand_fast = fast_unary_method(expand)  # backward rules expand gradients: see registry
 
 
 @tensor_method("expand_as")
