@@ -8,6 +8,7 @@ import numpy as _np
 _np.seterr(all="ignore")
 
 from .backends.cpu import tune_allocator as _tune_allocator  # noqa: E402
+from .backends.cpu import num_threads as get_num_threads, set_num_threads  # noqa: E402,F401
 
 _tune_allocator()
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import ember
-from oracle import assert_same, to_numpy
+from oracle import assert_same, raises_like, to_numpy
 
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
           "float64", "complex64", "complex128"]
@@ -307,3 +307,22 @@ def test_version_and_views_of_numpy_results():
     assert v._base is x._base and v.storage_offset() == 4 and v.stride() == (4, 2)
     v.fill_(0)
     assert to_numpy(x)[1:, ::2].sum() == 0 and x._version == 1
+
+
+def test_num_threads():
+    n = ember.get_num_threads()
+    assert n >= 1
+    x = ember.randn(1024, 512)  # large enough to split into row blocks
+    ref = ember.softmax(x, -1)
+    try:
+        ember.set_num_threads(1)
+        assert ember.get_num_threads() == 1
+        assert ember.equal(ember.softmax(x, -1), ref)  # same result on one thread
+        for bad in (0, -2, 1.5):
+            _, err = raises_like(lambda: ember.set_num_threads(bad),
+                                 lambda: torch.set_num_threads(bad))
+            with pytest.raises(type(err), match=str(err)):
+                ember.set_num_threads(bad)
+    finally:
+        ember.set_num_threads(n)
+    assert ember.get_num_threads() == n

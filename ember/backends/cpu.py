@@ -33,17 +33,34 @@ def tune_allocator() -> bool:
 # numpy's ufuncs and reductions release the GIL on large arrays, so a kernel split into row
 # blocks runs on several cores from a small thread pool (PyTorch's intra-op parallelism).
 _POOL: list = []
+_THREADS: list = []  # the intra-op thread count, decided once (reading it costs ~2 us)
 PARALLEL_MIN = 1 << 18  # elements below which splitting costs more than it saves
 
 
 def num_threads() -> int:
-    n = os.environ.get("EMBER_NUM_THREADS")
-    if n:
-        return max(1, int(n))
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return os.cpu_count() or 1
+    """Threads ember's kernels use: ``set_num_threads``'s value, else $EMBER_NUM_THREADS, else
+    the CPUs this process may run on (PyTorch's ``get_num_threads``)."""
+    if not _THREADS:
+        n = os.environ.get("EMBER_NUM_THREADS")
+        if n:
+            _THREADS.append(max(1, int(n)))
+        else:
+            try:
+                _THREADS.append(max(1, len(os.sched_getaffinity(0))))
+            except AttributeError:
+                _THREADS.append(os.cpu_count() or 1)
+    return _THREADS[0]
+
+
+def set_num_threads(n: int) -> None:
+    """``set_num_threads(int)``: the number of threads ember's kernels use."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise RuntimeError(f"set_num_threads expects an int, but got {type(n).__name__}")
+    if n <= 0:
+        raise RuntimeError("set_num_threads expects a positive integer")
+    _THREADS[:] = [n]
+    if _POOL:  # the next parallel kernel starts a pool of the new size
+        _POOL.pop().shutdown(wait=False)
 
 
 def _pool():
@@ -57,12 +74,17 @@ def parallel_rows(kernel, *arrays) -> None:
     """Run ``kernel(*blocks)`` on row blocks of 2-D arrays (same number of rows) in parallel.
     The kernel writes its results into its block arguments; rows must be independent."""
     rows = arrays[0].shape[0]
-    n = min(num_threads(), rows)
-    if n <= 1 or arrays[0].size < PARALLEL_MIN:
+    n = 1 if arrays[0].size < PARALLEL_MIN else min(num_threads(), rows)
+    if n <= 1:
         kernel(*arrays)
         return
     bounds = [rows * i // n for i in range(n + 1)]
-    futures = [_pool().submit(kernel, *(a[lo:hi] for a in arrays))
+
+    def run(*blocks):
+        import numpy as np
+        with np.errstate(all="ignore"):  # worker threads do not inherit ember's np.seterr
+            kernel(*blocks)
+    futures = [_pool().submit(run, *(a[lo:hi] for a in arrays))
                for lo, hi in zip(bounds[:-1], bounds[1:])]
     for f in futures:
         f.result()
