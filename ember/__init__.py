@@ -34,6 +34,7 @@ _ops.bind_namespace(globals())
 from . import linalg, nn, optim, random, utils, serialization  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 from .compiler import compile  # noqa: E402,F401
+from . import _dynamo  # noqa: E402,F401
 
 
 def is_tensor(obj) -> bool:

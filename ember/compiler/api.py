@@ -16,15 +16,18 @@ from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ..nn.modules.module import Module
 from ..ops import registry
-from . import capture, guards, pytree, stance
+from . import capture, guards, pytree, stance, symbolic
 from .capture import GraphBreak
-from .graph import Graph, GraphModule, interpret
+from .graph import Graph, GraphModule, interpret, with_writebacks
 from .passes import run_pipeline
 from .runtime import CompileError, CompilerUnavailable
 
 log = logging.getLogger("ember.compiler")
 
-# EMBER_LOGS=graph,output_code,recompiles,graph_breaks,fusion turns on those log lines.
+# EMBER_LOGS=graph,output_code,recompiles,graph_breaks,guards,dynamic,fusion (or "all") turns
+# on those log lines.
+LOG_TOPICS = ("graph", "output_code", "recompiles", "graph_breaks", "guards", "dynamic",
+              "fusion")
 _LOGS = frozenset(x.strip() for x in os.environ.get("EMBER_LOGS", "").split(",") if x.strip())
 if _LOGS and not log.handlers:
     _h = logging.StreamHandler()
@@ -38,7 +41,21 @@ def _log(kind: str, msg: str, *args) -> None:
         log.info(f"[{kind}] " + msg, *args)
 
 
-config = SimpleNamespace(recompile_limit=8)
+class _Config(SimpleNamespace):
+    """``ember.compiler.config``: ``recompile_limit`` (entries per compiled function before
+    new call patterns run eagerly; ``cache_size_limit`` is PyTorch's older name for it) and
+    ``automatic_dynamic_shapes`` (recompile with symbolic sizes after a size change)."""
+
+    @property
+    def cache_size_limit(self) -> int:
+        return self.recompile_limit
+
+    @cache_size_limit.setter
+    def cache_size_limit(self, value: int) -> None:
+        self.recompile_limit = value
+
+
+config = _Config(recompile_limit=8, automatic_dynamic_shapes=True)
 counters: dict[str, int] = {"compiles": 0, "recompiles": 0, "graph_breaks": 0,
                             "eager_fallbacks": 0}
 
@@ -85,25 +102,46 @@ def _training(gm: GraphModule, example_inputs: list, make: Callable) -> Callable
     f = make(fwd, example_inputs, False)
     b = make(bwd, None, True)
     return make_training_callable([o.meta for o in g.outputs], f, b, len(example_inputs),
-                                  wanted)
+                                  wanted, graph=g, backward_graph=bwd)
+
+
+def _input_shapes(graph: Graph) -> list[tuple]:
+    return [n.meta.shape for n in graph.inputs]
 
 
 def _aot_eager_backend(gm: GraphModule, example_inputs: list) -> Callable:
     if _needs_grad(example_inputs):
-        return _training(gm, example_inputs, lambda g, ex, contig: interpret(g))
+        return _training(gm, example_inputs, lambda g, ex, contig: symbolic.bind_calls(
+            interpret(g), _input_shapes(g), g.nodes))
     return gm
+
+
+class _Strided:
+    """An example input as the inductor backend sees it: its strides, symbolic for a graph
+    input with symbolic sizes (dense in the example's dim order; guards check that)."""
+
+    def __init__(self, t: Tensor, shape: tuple):
+        self._st = t.stride()
+        if symbolic.has_symbols(tuple(shape)):
+            self._st = guards.dense_strides(tuple(shape), guards.stride_order(self._st))
+
+    def stride(self):
+        return self._st
 
 
 def _inductor_backend(gm: GraphModule, example_inputs: list, options: dict) -> Callable:
     from .inductor import CompiledGraph
 
     def make(graph, ex, contiguous):
+        shapes = _input_shapes(graph)
+        if ex is not None:
+            ex = [_Strided(t, sh) for t, sh in zip(ex, shapes)]
         cg = CompiledGraph(graph, ex, openmp=options.get("openmp", True),
                            contiguous_inputs=contiguous)
         _log("output_code", "generated C:\n%s\nwrapper:\n%s", cg.c_source, cg.wrapper_source)
         for line in cg.plan.fusion_log:
             _log("fusion", line)
-        return cg
+        return symbolic.bind_calls(cg, shapes, graph.nodes)
 
     try:
         if _needs_grad(example_inputs):
@@ -163,19 +201,31 @@ def _check_options(options: dict | None) -> dict:
 
 # ---------------------------------------------------------------------- compiled entries
 class _Entry:
-    """One guarded compilation of a function (or an eager stand-in after a graph break)."""
+    """One guarded compilation of a function (or an eager stand-in after a graph break).
+    ``dyn`` is the DynamicGuard of an entry with symbolic sizes (None: all static)."""
 
     def __init__(self, guard_values: list, graph: Graph | None, lifted: list[Tensor],
-                 run: Callable | None, reason: str = ""):
+                 run: Callable | None, reason: str = "", dyn: guards.DynamicGuard | None = None,
+                 shapes: list | None = None):
         self.guards = guard_values
         self.graph = graph
         self.lifted = lifted
         self.lifted_keys = [guards.tensor_key(t) for t in lifted]
         self.run = run
         self.reason = reason
+        self.dyn = dyn
+        self.shapes = shapes or []  # the compiling call's tensor shapes (automatic dynamic)
+        self.prefix: int | None = None  # eager entries: how many guard values to compare
 
     def matches(self, guard_values: list) -> bool:
-        if self.guards != guard_values:
+        if self.prefix is not None:  # an eager entry: closure/global values do not matter
+            p = self.prefix
+            return len(guard_values) == len(self.guards) and \
+                self.guards[:p] == guard_values[:p]
+        if self.dyn is None:
+            if self.guards != guard_values:
+                return False
+        elif not self.dyn.ok(guard_values):
             return False
         keys = self.lifted_keys
         for i, t in enumerate(self.lifted):
@@ -184,8 +234,31 @@ class _Entry:
         return True
 
     def mismatch(self, guard_values: list, names: list[str]) -> str | None:
-        return guards.first_mismatch(self.guards, guard_values, names) or \
-            guards.lifted_mismatch(self.lifted, self.lifted_keys)
+        if self.dyn is not None:
+            why = self.dyn.mismatch(guard_values, names)
+        else:
+            why = guards.first_mismatch(self.guards, guard_values, names)
+        return why or guards.lifted_mismatch(self.lifted, self.lifted_keys)
+
+    def guard_list(self, names: list[str]) -> list[str]:
+        """The entry's guards, readable (what EMBER_LOGS=guards and explain show)."""
+        out = []
+        dyn_pos = self.dyn.patterns if self.dyn is not None else {}
+        for i, (name, v) in enumerate(zip(names, self.guards)):
+            if i in dyn_pos:
+                dt, static, order, rg = dyn_pos[i]
+                dims = ", ".join("*" if n is None else str(n) for n in static)
+                out.append(f"{name}: {dt.name}[{dims}] (dynamic; dense, dim order {order}) "
+                           f"requires_grad={rg}")
+            else:
+                out.append(f"{name} == {guards._fmt(v)}")
+        for i, k in enumerate(self.lifted_keys):
+            out.append(f"lifted tensor c{i} == {guards._fmt(k)}")
+        if self.dyn is not None:
+            env = self.dyn.env
+            out += [f"{s.name} = {s.source}" for s in env.symbols]
+            out += [f"shape: {g}" for g in env.all_guards()]
+        return out
 
     def __call__(self, fn, args, kwargs):
         if self.run is None:
@@ -193,6 +266,10 @@ class _Entry:
         flat = pytree.collect((args, kwargs), Tensor, []) + self.lifted
         outs = self.run(*flat)
         return pytree.unflatten(self.graph.output_spec, list(outs))
+
+
+def _leaf_name(path: str, d: int) -> str:
+    return f"{path}.size()[{d}]"
 
 
 class CompiledFunction:
@@ -207,7 +284,9 @@ class CompiledFunction:
         self._options = options
         self._entries: list[_Entry] = []
         self._limit_warned = False
+        self._auto_dims: set[tuple[int, int]] = set()  # (tensor leaf, dim) seen changing
         self._free = guards.free_variables(fn)
+        self._observer: Callable | None = None  # explain(): sees each new entry
         _ALL.add(self)
 
     def __get__(self, obj, objtype=None):  # decorating a method binds like a function
@@ -257,52 +336,178 @@ class CompiledFunction:
                 warnings.warn(f"ember.compile hit config.recompile_limit "
                               f"({config.recompile_limit})\n   function: "
                               f"{getattr(self._fn, '__qualname__', self._fn)!s}\n   last reason: "
-                              f"{reason}\nThe function runs eagerly for new call patterns.",
-                              stacklevel=2)
+                              f"{reason}\nThe function runs eagerly for new call patterns "
+                              "(EMBER_LOGS=recompiles shows every recompile).", stacklevel=2)
             counters["eager_fallbacks"] += 1
             return self._fn(*args, **kwargs)
+        leaves = pytree.collect((args, kwargs), Tensor, [])
         if self._entries:
             counters["recompiles"] += 1
             _log("recompiles", "recompiling %s: %s", getattr(self._fn, "__name__", "fn"),
                  reason)
-        entry, done = self._compile(args, kwargs, gv)
+            self._note_changes(leaves)
+        entry, done = self._compile(args, kwargs, gv, leaves)
+        if entry.graph is None:  # runs the original Python: right whatever globals hold
+            entry.prefix = len(gv) - len(self._free)
         self._entries.append(entry)
+        names = guards.guard_names(args, kwargs, modules, self._free)
+        if "guards" in _LOGS or "all" in _LOGS:
+            _log("guards", "guards of %s entry %d:\n  %s", getattr(self._fn, "__name__", "fn"),
+                 len(self._entries) - 1, "\n  ".join(entry.guard_list(names)))
+        if self._observer is not None:
+            self._observer(entry, names)
         return done[0] if done else entry(self._fn, args, kwargs)
 
-    def _compile(self, args, kwargs, gv) -> tuple[_Entry, list]:
+    # ------------------------------------------------------------------ dynamic shapes
+    def _note_changes(self, leaves: list[Tensor]) -> None:
+        """Automatic dynamic: remember the dims whose size differs from the last entry's."""
+        if self._dynamic is not None or not config.automatic_dynamic_shapes:
+            return
+        prev = self._entries[-1].shapes
+        if len(prev) != len(leaves):
+            return
+        for i, (old, t) in enumerate(zip(prev, leaves)):
+            if len(old) == t.ndim:
+                self._auto_dims.update((i, d) for d in range(t.ndim) if old[d] != t.shape[d])
+
+    def _dynamic_spec(self, leaves: list[Tensor], paths: list[str]) -> dict:
+        """flat tensor index -> {dim: (min, max, strict, source)} for this compilation."""
+        spec: dict = {}
+        for i, t in enumerate(leaves):
+            marks = symbolic.marks_of(t)
+            dims: dict = {}
+            if self._dynamic is True:
+                dims = {d: (2, None, False) for d in range(t.ndim)}
+            elif self._dynamic is None:
+                dims = {d: (2, None, False) for (j, d) in self._auto_dims
+                        if j == i and d < t.ndim}
+            for d in marks.weak:
+                dims.setdefault(d, (2, None, False))
+            for d, (lo, hi) in marks.strict.items():
+                dims[d] = (lo, hi, True)
+            for d in marks.static:
+                dims.pop(d, None)
+            keep = {}
+            for d, (lo, hi, strict) in dims.items():
+                n = t.shape[d]
+                if n <= 1:  # sizes 0 and 1 are always specialised
+                    continue
+                if (lo is not None and n < lo) or (hi is not None and n > hi):
+                    if strict and not self._entries:
+                        raise symbolic.ConstraintViolationError(
+                            f"{_leaf_name(paths[i], d)}: {n} not in range [{lo or 2}, "
+                            f"{'inf' if hi is None else hi}]")
+                    continue  # outside a marked range: this entry is static in it
+                keep[d] = (max(lo or 2, 2), hi, strict, _leaf_name(paths[i], d))
+            if keep and guards.dense_order(t) is not None:
+                spec[i] = keep
+        return spec
+
+    def _compile(self, args, kwargs, gv, leaves) -> tuple[_Entry, list]:
         """A new entry for this call, and ``[result]`` if the call already ran eagerly."""
+        spec = self._dynamic_spec(leaves, pytree.paths(args, Tensor, "args") +
+                                  pytree.paths(kwargs, Tensor, "kwargs"))
+        shapes = [tuple(t.shape) for t in leaves]
+        if spec:
+            try:
+                return self._compile_with(args, kwargs, gv, leaves, spec, shapes)
+            except symbolic.ConstraintViolationError:
+                raise
+            except _Retry as r:
+                _log("dynamic", "dynamic capture failed (%s); compiling static", r)
+        return self._compile_with(args, kwargs, gv, leaves, {}, shapes)
+
+    def _compile_with(self, args, kwargs, gv, leaves, spec, shapes) -> tuple[_Entry, list]:
         counters["compiles"] += 1
+        env = symbolic.ShapeEnv() if spec else None
+        sym_shapes: dict = {}
+        for i, dims in spec.items():
+            shape = list(leaves[i].shape)
+            for d, (lo, hi, strict, source) in sorted(dims.items()):
+                shape[d] = env.new_symbol(shape[d], lo, hi, source, strict)
+            sym_shapes[i] = tuple(shape)
+        if env is not None:
+            _log("dynamic", "compiling %s with symbolic sizes: %s",
+                 getattr(self._fn, "__name__", "fn"),
+                 ", ".join(f"{s.name}={s.source} (hint {s.hint})" for s in env.symbols))
+            symbolic.ENVS.append(env)
+        effects = capture.SideEffects(args, kwargs, self._free, self._modules(args))
         try:
-            graph, lifted = capture.trace(self._fn, args, kwargs)
-        except GraphBreak as b:
-            counters["graph_breaks"] += 1
-            where = f" (at {b.user_line})" if b.user_line else ""
-            if self._fullgraph:
-                raise Unsupported(f"graph break in a fullgraph=True region: {b.reason}{where}") \
-                    from None
-            _log("graph_breaks", "graph break: %s%s; running eagerly", b.reason, where)
-            return _Entry(gv, None, [], None, b.reason), []
-        except Exception as e:
-            # The symbolic run failed where eager may not: a genuine user error re-raises from
-            # the eager run below; otherwise it is a capture limitation (a graph break).
-            result = self._fn(*args, **kwargs)
-            counters["graph_breaks"] += 1
-            reason = f"capture failed: {type(e).__name__}: {e}"
-            if self._fullgraph:
-                raise Unsupported(f"graph break in a fullgraph=True region: {reason}") from e
-            _log("graph_breaks", "graph break: %s; running eagerly", reason)
-            return _Entry(gv, None, [], None, reason), [result]
-        graph = run_pipeline(graph)
-        _log("graph", "captured graph:\n%s", graph)
-        flat = pytree.collect((args, kwargs), Tensor, []) + lifted
-        gm = GraphModule(graph)
-        backend = stance.STATE["force_backend"] or self._backend
-        if callable(backend):
-            run = backend(gm, flat)
-        else:
-            fn, _ = _BACKENDS[backend]
-            run = fn(gm, flat, self._options) if fn is _inductor_backend else fn(gm, flat)
-        return _Entry(gv, graph, lifted, run), []
+            try:
+                graph, lifted = capture.trace(self._fn, args, kwargs, env, sym_shapes)
+                changed = effects.changed()
+                if changed:  # replaying the graph would drop it: run eagerly instead
+                    raise GraphBreak(f"side effect: {changed}; the function runs eagerly so "
+                                     "that it happens on every call")
+            except GraphBreak as b:
+                effects.restore()
+                counters["graph_breaks"] += 1
+                where = f" (at {b.user_line})" if b.user_line else ""
+                if self._fullgraph:
+                    raise Unsupported(f"graph break in a fullgraph=True region: {b.reason}"
+                                      f"{where}") from None
+                _log("graph_breaks", "graph break: %s%s; running eagerly", b.reason, where)
+                e = _Entry(gv, None, [], None, b.reason, shapes=shapes)
+                e.user_line = b.user_line
+                return e, []
+            except symbolic.ConstraintViolationError:
+                effects.restore()
+                raise
+            except Exception as e:
+                effects.restore()
+                if env is not None:  # symbolic sizes are the likelier culprit: retry static
+                    raise _Retry(f"{type(e).__name__}: {e}") from e
+                # The symbolic run failed where eager may not: a genuine user error re-raises
+                # from the eager run below; otherwise it is a capture limitation (a graph
+                # break).
+                result = self._fn(*args, **kwargs)
+                counters["graph_breaks"] += 1
+                reason = f"capture failed: {type(e).__name__}: {e}"
+                if self._fullgraph:
+                    raise Unsupported(f"graph break in a fullgraph=True region: {reason}") \
+                        from e
+                _log("graph_breaks", "graph break: %s; running eagerly", reason)
+                return _Entry(gv, None, [], None, reason, shapes=shapes), [result]
+            backend = stance.STATE["force_backend"] or self._backend
+            try:
+                graph = run_pipeline(graph)
+                lifted = graph.lifted_tensors()  # passes may add constants (constant_fold)
+                _log("graph", "captured graph:\n%s", graph)
+                flat = leaves + lifted
+                gm = GraphModule(graph)
+                if callable(backend):
+                    run = backend(gm, flat)
+                else:
+                    fn, _ = _BACKENDS[backend]
+                    run = fn(gm, flat, self._options) if fn is _inductor_backend else \
+                        fn(gm, flat)
+            except Exception as e:
+                if env is None:
+                    raise
+                raise _Retry(f"backend: {type(e).__name__}: {e}") from e
+        finally:
+            if env is not None:
+                symbolic.ENVS.pop()
+        dyn = None
+        if env is not None:
+            bad = env.violations()
+            if bad:
+                raise symbolic.ConstraintViolationError(
+                    "Constraints violated (" + ", ".join(s.source for s in env.specialized
+                                                         if s.strict) + ")! " + " ".join(bad))
+            for s, (v, why) in env.specialized.items():
+                _log("dynamic", "specialised %s (%s) to %d: %s", s.name, s.source, v, why)
+            if not getattr(run, "_ember_binds", False):  # the backend's callable may bind
+                run = symbolic.bind_calls(run, _input_shapes(graph), graph.nodes)
+            dyn = guards.DynamicGuard(gv, {i: (sym_shapes[i], guards.stride_order(
+                leaves[i].stride())) for i in sym_shapes}, env,
+                functools.partial(capture.revalidate, env))
+        run = with_writebacks(graph, run)  # in-place writes to inputs (functionalize)
+        return _Entry(gv, graph, lifted, run, dyn=dyn, shapes=shapes), []
+
+
+class _Retry(Exception):
+    """Capture with symbolic sizes failed; the entry is compiled static instead."""
 
 
 _ALL: weakref.WeakSet = weakref.WeakSet()  # every live CompiledFunction, for reset()
@@ -337,11 +542,35 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False,
 
     Compile a function or Module: on each call, the function is captured into a graph for
     the arguments' shapes/dtypes (guarded; a change recompiles, up to
-    ``ember.compiler.config.recompile_limit`` entries), optimized, and run by ``backend``
-    ("inductor": fused C kernels; "eager"/"aot_eager": the graph op by op; or a callable
-    ``backend(graph_module, example_inputs) -> callable``). Code that needs tensor data is a
-    graph break: it raises ``Unsupported`` with ``fullgraph=True`` and otherwise runs eagerly.
-    Shapes are static: ``dynamic=True`` is not supported yet and raises NotImplementedError.
+    ``ember.compiler.config.recompile_limit`` entries, after which new call patterns run
+    eagerly with one warning naming the last failing guard), optimized, and run by
+    ``backend`` ("inductor": fused C kernels; "eager"/"aot_eager": the graph op by op; or a
+    callable ``backend(graph_module, example_inputs) -> callable``). Code that needs tensor
+    data is a graph break: it raises ``Unsupported`` with ``fullgraph=True`` and otherwise
+    the whole function runs eagerly for that call pattern (ember does not split graphs).
+
+    Shapes: with ``dynamic=None`` the first graph is static; a call whose sizes differ
+    recompiles once with exactly the changed dimensions symbolic, and that graph (its kernels
+    take the sizes as parameters) serves every later size in its range. Sizes 0 and 1 are
+    always specialised. ``dynamic=True`` makes every dimension symbolic from the first call;
+    ``dynamic=False`` never makes a dimension symbolic on its own (one graph per shape), but
+    dims marked with ``ember.compiler.mark_dynamic`` are still honoured. Code that tests a
+    symbolic size (``if x.shape[0] > 8``) adds a guard; code that needs its exact value
+    (``range(x.shape[0])``) specialises it (EMBER_LOGS=dynamic says where).
+
+    Python side effects: capture runs the function once and a compiled graph then replays
+    only its tensor operations. So ``print`` is a graph break, and a change to a Python list,
+    dict or set reachable from the arguments, closure or globals, the rebinding of a global
+    or closure variable, or setting an attribute on the compiled Module is detected after
+    capture, undone, and made a graph break too: such a function runs eagerly on every call,
+    each side effect happening exactly once per call (with ``fullgraph=True`` it raises
+    ``Unsupported`` instead). Side effects hidden deeper (inside other objects) are not
+    detected and happen only at capture.
+
+    Modes: "default", "reduce-overhead", "max-autotune" and "max-autotune-no-cudagraphs" are
+    accepted. On CPU none of them changes what ember generates: "reduce-overhead" means CUDA
+    graphs and "max-autotune" means autotuned Triton/GEMM templates in PyTorch, neither of
+    which ember's C backend has, so every mode compiles exactly as "default".
     """
     if mode is not None and options is not None:
         raise RuntimeError("Either mode or options can be specified, but both can't be "
@@ -351,10 +580,6 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False,
                            f"{', '.join(m for m in _MODES if m)}")
     _check_backend(backend)
     opts = _check_options(options)
-    if dynamic:
-        raise NotImplementedError("ember.compile(dynamic=True): dynamic shapes are not "
-                                  "supported yet; use dynamic=None or False (one graph per "
-                                  "static shape, recompiled on a shape change)")
     if model is None:
         def decorator(m):
             if m is None:
@@ -377,6 +602,7 @@ def reset() -> None:
     for cf in _ALL:
         cf._entries.clear()
         cf._limit_warned = False
+        cf._auto_dims.clear()  # automatic dynamic starts static again
     for k in counters:
         counters[k] = 0
 
@@ -398,3 +624,89 @@ def disable(fn: Callable | None = None, recursive: bool = True, *, reason: str |
                              f"{getattr(fn, '__name__', fn)}" + (f": {reason}" if reason else ""))
         return fn(*args, **kwargs)
     return wrapper
+
+
+# ---------------------------------------------------------------------- explain
+class BreakReason:
+    """Why a graph was not captured: ``reason``, the user's source line in ``user_stack``."""
+
+    def __init__(self, reason: str, user_line: str):
+        self.reason = reason
+        self.user_stack = [user_line] if user_line else []
+        self.graph_break = True
+
+    def __repr__(self) -> str:
+        return f"BreakReason(reason={self.reason!r}, user_stack={self.user_stack!r})"
+
+
+class ExplainOutput:
+    """What ``explain(fn)(*args)`` found: the captured ``graphs`` (``graph_count``), the
+    graph breaks (``break_reasons``; ``graph_break_count`` counts them: ember does not split
+    a function into several graphs, so a break means the call ran eagerly), the ops of each
+    graph (``ops_per_graph``, ``op_count``), the guards of each entry (``out_guards``) and
+    the compile time."""
+
+    def __init__(self, graphs: list, break_reasons: list, guards_: list, seconds: float):
+        self.graphs = graphs
+        self.graph_count = len(graphs)
+        self.break_reasons = break_reasons
+        self.graph_break_count = len(break_reasons)
+        self.ops_per_graph = [[n.target.name for n in g.nodes if n.kind == "call"]
+                              for g in graphs]
+        self.op_count = sum(len(o) for o in self.ops_per_graph)
+        self.out_guards = guards_
+        self.guards = guards_
+        self.compile_times = f"capture and compile: {seconds:.4f} s"
+
+    def __str__(self) -> str:
+        lines = [f"Graph Count: {self.graph_count}",
+                 f"Graph Break Count: {self.graph_break_count}",
+                 f"Op Count: {self.op_count}", "Break Reasons:"]
+        for i, b in enumerate(self.break_reasons):
+            lines += [f"  Break Reason {i + 1}:", f"    Reason: {b.reason}", "    User Stack:"]
+            lines += [f"      {u}" for u in b.user_stack]
+        lines.append("Ops per Graph:")
+        for i, ops in enumerate(self.ops_per_graph):
+            lines.append(f"  Ops {i + 1}:")
+            lines += [f"    {o}" for o in ops]
+        lines.append("Out Guards:")
+        lines += [f"  {g}" for g in self.out_guards]
+        lines.append(f"Compile Times: {self.compile_times}")
+        return "\n".join(lines) + "\n"
+
+    __repr__ = __str__
+
+
+def explain(fn: Callable, *extra_args, **extra_kwargs):
+    """explain(fn)(*args, **kwargs) -> ExplainOutput
+
+    Capture ``fn`` (a function, Module or compiled function) for these arguments and report
+    its graphs, graph breaks, ops and guards. The call really runs once (side effects such
+    as ``print`` happen); the graph is run op by op. Passing the arguments directly,
+    ``explain(fn, *args)``, is deprecated as in PyTorch."""
+    if isinstance(fn, OptimizedModule):
+        fn = fn._orig_mod
+    elif isinstance(fn, CompiledFunction):
+        fn = fn._fn
+    target = fn.__call__ if isinstance(fn, Module) else fn
+
+    def run(*args, **kwargs) -> ExplainOutput:
+        import time
+
+        seen: list = []
+        cf = CompiledFunction(target, "eager", False, None, {})
+        cf._observer = lambda entry, names: seen.append((entry, names))
+        t0 = time.perf_counter()
+        cf(*args, **kwargs)
+        seconds = time.perf_counter() - t0
+        graphs = [e.graph for e, _ in seen if e.graph is not None]
+        breaks = [BreakReason(e.reason, getattr(e, "user_line", "")) for e, _ in seen
+                  if e.graph is None]
+        out_guards = [g for e, names in seen for g in e.guard_list(names)]
+        return ExplainOutput(graphs, breaks, out_guards, seconds)
+
+    if extra_args or extra_kwargs:
+        warnings.warn("explain(f, *args, **kwargs) is deprecated, use explain(f)(*args, "
+                      "**kwargs) instead.", FutureWarning, stacklevel=2)
+        return run(*extra_args, **extra_kwargs)
+    return run

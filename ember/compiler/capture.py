@@ -5,11 +5,18 @@ While a trace runs, ``ember.ops.registry.TRACE[0]`` is the tracer, so every op-t
 kernel. Tensor arguments are ``Proxy`` objects: Tensors with a shape and dtype but no data.
 Reading a proxy's data (``.item()``, ``bool(t)``, ``.numpy()``, printing, or any ember code
 that touches ``_data``) raises ``GraphBreak`` naming the reason and the user's source line.
+
+With dynamic shapes, a proxy's sizes may be ``SymInt`` expressions (see ``symbolic``); each op's
+output sizes are then fitted to expressions over its inputs' sizes (``Tracer._meta``) and
+re-checked for every new set of sizes (``revalidate``). ``SideEffects`` finds Python state a
+trace changed (lists, globals, module attributes) so the call becomes a graph break.
 """
 
 from __future__ import annotations
 
+import builtins
 import os
+import threading
 import traceback
 from typing import Any
 
@@ -19,6 +26,8 @@ from ..autograd.grad_mode import state as _grad_state
 from ..ops import registry
 from . import pytree
 from .graph import Graph, Node, TensorMeta
+from .passes.decompose import meta_args
+from .symbolic import ENVS, ShapeEnv, SymInt, evaluate, fit, symbols_of
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRACING = [0]  # depth of active traces (is_compiling())
@@ -125,15 +134,18 @@ class Proxy(Tensor):
     def nbytes(self) -> int:
         return self.numel() * self._dtype.itemsize
 
+    _geometry = None  # a static graph input's (strides, storage offset), as guarded
+
     def stride(self, dim: int | None = None):
-        st = _contiguous_strides(self._meta.shape)
+        st = self._geometry[0] if self._geometry else _contiguous_strides(self._meta.shape)
         return st if dim is None else st[dim]
 
     def is_contiguous(self, memory_format=None) -> bool:
-        return True
+        return self._geometry is None or \
+            self._geometry[0] == _contiguous_strides(self._meta.shape)
 
     def storage_offset(self) -> int:
-        return 0
+        return self._geometry[1] if self._geometry else 0
 
     @property
     def requires_grad(self) -> bool:
@@ -180,10 +192,14 @@ class Proxy(Tensor):
 class Tracer:
     """Builds one graph while installed as ``registry.TRACE[0]``."""
 
-    def __init__(self):
+    def __init__(self, env: ShapeEnv | None = None):
         self.graph = Graph()
         self._lifted: dict[int, Node] = {}
+        self._stale: dict[int, tuple] = {}  # lifted tensors written in place: (tensor, data)
         self.lifted_tensors: list[Tensor] = []
+        # dynamic shapes: the symbols' environment (None: all static); a tracer made while a
+        # dynamic compilation is active (the backward graph's) shares it
+        self.env = env if env is not None else ENVS[-1]
 
     # ------------------------------------------------------------------ values
     def wrap(self, node: Node, rg: bool, aliased: bool = False) -> Proxy:
@@ -194,9 +210,15 @@ class Tracer:
             p._aliased = True
         return p
 
-    def input(self, t: Tensor, name: str) -> Proxy:
-        node = self.graph.add("input", name, meta=TensorMeta(t.shape, t.dtype), name=name)
-        return self.wrap(node, t.requires_grad, aliased=True)
+    def input(self, t: Tensor, name: str, shape: tuple | None = None) -> Proxy:
+        """A proxy for argument ``t``; ``shape`` (with SymInt sizes) overrides its shape."""
+        meta = TensorMeta(t.shape if shape is None else shape, t.dtype)
+        node = self.graph.add("input", name, meta=meta, name=name)
+        p = self.wrap(node, t.requires_grad, aliased=True)
+        if shape is None and isinstance(t, Tensor) and not isinstance(t, Proxy):
+            # a real argument's layout (guarded): as_strided and its backward read it
+            p._geometry = (tuple(t.stride()), t.storage_offset())
+        return p
 
     def node_of(self, t: Tensor) -> Node:
         if isinstance(t, Proxy):
@@ -216,23 +238,33 @@ class Tracer:
 
     # ------------------------------------------------------------------ the hook
     def handle(self, op, args: tuple, kwargs: dict, mode: str):
-        if kwargs.get("out") is not None:
-            raise GraphBreak(f"{op.name}(out=...) writes into an existing tensor")
+        out = kwargs.get("out")
         kwargs = {k: v for k, v in kwargs.items() if k != "out"}
-        if "dynamic_shape" in op.tags:
+        # a data-dependent op with a meta rule knows its shape for some arguments
+        # (repeat_interleave with an int ``repeats``); its meta raises for the others
+        if "dynamic_shape" in op.tags and op.meta is None:
             raise GraphBreak(f"{op.name}: its output shape depends on the input's values")
-        if "random" in op.tags:
-            raise GraphBreak(f"{op.name}: random ops are not captured yet")
         if op.returns == "python":
             raise GraphBreak(f"{op.name} returns a Python value computed from data")
+        if out is not None:  # out=: a functional call, then a write into ``out``
+            return self._out(op, self.handle(op, args, kwargs, "call"), out)
         if mode == "inplace":
             return self._inplace(op, args, kwargs)
         tensors = pytree.collect((args, kwargs), Tensor, [])
         registry.TRACE[0] = None  # run_meta evaluates the op on stand-ins: no recursion
+        # a random op's meta may draw samples: the run must see the generator untouched
+        gens = rng_states(args, kwargs) if "random" in op.tags else ()
         try:
-            meta = op.run_meta(*args, **kwargs)
+            m_args, m_kwargs = meta_args(op, args, kwargs)
+            meta = self._meta(op, m_args, m_kwargs)
+        except RuntimeError as e:
+            if "dynamic_shape" in op.tags and "depends on the input's values" in str(e):
+                raise GraphBreak(f"{op.name}: its output shape depends on the input's values")
+            raise
         finally:
             registry.TRACE[0] = self.handle
+            for g, st in gens:
+                g.set_state(st)
         node = self.graph.add("call", op, self.to_nodes(args), self.to_nodes(kwargs))
         rg = _grad_state.enabled and op.differentiable and any(t.requires_grad for t in tensors)
         aliased = "view" in op.tags
@@ -254,47 +286,381 @@ class Tracer:
         self.graph.nodes.remove(node)
         raise GraphBreak(f"{op.name} returned {type(meta).__name__}, not tensors")
 
+    def _meta(self, op, args: tuple, kwargs: dict):
+        """Output metadata; with symbolic sizes, each output size is fitted to an expression
+        over the inputs' sizes from evaluations at the hints and at probe sizes (a size that
+        fits nothing specialises the symbols involved). The dynamic entry re-checks every
+        such fit for each new set of sizes before using the graph (``revalidate``)."""
+        env = self.env
+        syms = symbols_of(_symbolic_leaves((args, kwargs)))
+        if env is None or not syms:
+            return op.run_meta(*args, **kwargs)
+        syms = sorted(syms, key=lambda s: s.index)
+        live = [s for s in syms if s not in env.specialized]
+        points = [{s: s.hint + (k if s in live else 0) for s in syms} for k in (0, 1, 2)]
+        first = op.run_meta(*_concrete(args, points[0]), **_concrete(kwargs, points[0]))
+        outs0 = _pairs(first)
+        if outs0 is None:
+            return first
+        runs = [outs0]
+        for pt in points[1:]:
+            try:
+                r = _pairs(op.run_meta(*_concrete(args, pt), **_concrete(kwargs, pt)))
+            except Exception:
+                r = None
+            runs.append(r)
+        if len({s.hint for s in live}) < len(live):
+            # symbols with equal sizes are indistinguishable at those points (s0*s1 vs
+            # s1*s2 for a reshape): one more point with them apart, when the op allows it
+            pt = {s: s.hint + (3 + live.index(s) if s in live else 0) for s in syms}
+            try:
+                r = _pairs(op.run_meta(*_concrete(args, pt), **_concrete(kwargs, pt)))
+            except Exception:
+                r = None
+            if r is not None and len(r) == len(outs0) and \
+                    all(len(a[0]) == len(b[0]) for a, b in zip(r, outs0)):
+                runs.append(r)
+                points = points + [pt]
+        fitted = _fit_outputs(runs, points, _candidates(args, kwargs))
+        if fitted is None:
+            for s in live:
+                env.specialize(s, f"{op.name}: output size not expressible in the input sizes")
+            fitted = [tuple(shape) for shape, _ in outs0]
+        metas = [(shape, dt) for shape, (_, dt) in zip(fitted, outs0)]
+        env.shape_log.append((op, _template(args), _template(kwargs), [m[0] for m in metas]))
+        if isinstance(first, tuple) and len(first) == 2 and isinstance(first[1], D.dtype):
+            return metas[0]
+        return tuple(metas)
+
     def _inplace(self, op, args: tuple, kwargs: dict):
-        target = args[0]
-        if not isinstance(target, Proxy):
-            raise GraphBreak(f"{op.name}_() mutates a tensor from outside the compiled region")
-        if target._aliased:
-            raise GraphBreak(f"{op.name}_() mutates a graph input or a view (input mutation "
-                             "is not captured yet)")
-        result = self.handle(op, args, kwargs, "call")
+        return self.mutate(args[0], self.handle(op, args, kwargs, "call"), op.name + "_")
+
+    def _out(self, op, result, out):
+        """``op(..., out=out)``: ``result`` written into ``out`` (a tensor or a tuple)."""
+        pairs = list(zip(out, result)) if isinstance(out, (tuple, list)) else [(out, result)]
+        for o, r in pairs:
+            if tuple(o.shape) != tuple(r.shape):  # eager resizes ``out``: not captured
+                raise GraphBreak(f"{op.name}(out=...) resizes its output")
+            self.mutate(o, r, op.name)
+        return out
+
+    def mutate(self, target: Tensor, result: Tensor, name: str) -> Tensor:
+        """Record that ``target`` now holds ``result`` (cast to its dtype): a ``mutate`` node,
+        which the functionalize pass turns into dataflow (and a write-back when ``target``
+        is, or views, a graph input or lifted tensor)."""
+        from ..autograd import engine
+        from .passes.functionalize import check_mutable
+        if not isinstance(result, Proxy):  # e.g. an op that returned its input unchanged
+            result = self.wrap(self.node_of(result), result.requires_grad)
         if result.dtype is not target.dtype:
             if not D.can_cast(result.dtype, target.dtype):
                 raise RuntimeError(f"result type {D.TYPE_NAME[result.dtype]} can't be cast to "
                                    f"the desired output type {D.TYPE_NAME[target.dtype]}")
             result = self.handle(registry.OPS["_to_copy"], (result, target.dtype), {}, "call")
-        if result.shape != target.shape:
-            raise RuntimeError(f"{op.name}_(): output with shape {list(target.shape)} doesn't "
+        if tuple(result.shape) != tuple(target.shape):
+            raise RuntimeError(f"{name}(): output with shape {list(target.shape)} doesn't "
                                f"match the broadcast shape {list(result.shape)}")
-        target._node, target._meta, target._rg = result._node, result._meta, result._rg
+        if _grad_state.enabled:
+            if isinstance(target, Proxy):
+                if target.requires_grad and target._node.kind == "input":
+                    raise RuntimeError("a leaf Variable that requires grad is being used in an "
+                                       "in-place operation.")
+            else:
+                engine.check_inplace(target)
+        node = self.node_of(target)
+        check_mutable(node)
+        self.graph.add("mutate", None, (node, result._node), meta=node.meta)
+        if not isinstance(target, Proxy) and id(target) not in self._stale:
+            # its data now predates the write: a read (float(buffer)) would bake a stale
+            # value, so it breaks the graph until the trace ends (``restore``)
+            self._stale[id(target)] = (target, target._data)
+            target._data = _MetaArray(node.meta)
+        if isinstance(target, Proxy):
+            target._rg = target._rg or result._rg
         return target
 
 
-def trace(fn, args: tuple, kwargs: dict) -> tuple[Graph, list[Tensor]]:
+    def restore(self) -> None:
+        """Give the lifted tensors written during the trace their data back."""
+        for t, data in self._stale.values():
+            t._data = data
+        self._stale.clear()
+
+
+def rng_states(args: tuple, kwargs: dict) -> list:
+    """``(generator, state)`` for each generator a random op call may draw from."""
+    from .._random import Generator, default_generator
+    gens = [g for g in pytree.collect((args, kwargs), Generator, [])] or [default_generator]
+    return [(g, g.get_state()) for g in gens]
+
+
+def trace(fn, args: tuple, kwargs: dict, env: ShapeEnv | None = None,
+          shapes: dict | None = None) -> tuple[Graph, list[Tensor]]:
     """Run ``fn`` symbolically; returns the graph and the lifted (outside) tensors in input
-    order. Raises GraphBreak when the function cannot be captured whole."""
-    tracer = Tracer()
+    order. Raises GraphBreak when the function cannot be captured whole. ``shapes`` maps
+    flat tensor-argument indices to symbolic shapes over ``env``'s symbols."""
+    tracer = Tracer(env)
     leaves, skeleton = pytree.flatten((args, kwargs), Tensor)
     names = [f"arg{i}" for i in range(len(leaves))]
-    proxies = [tracer.input(t, n) for t, n in zip(leaves, names)]
+    shapes = shapes or {}
+    proxies = [tracer.input(t, n, shapes.get(i)) for i, (t, n) in enumerate(zip(leaves, names))]
     p_args, p_kwargs = pytree.unflatten(skeleton, proxies)
     prev = registry.TRACE[0]
     registry.TRACE[0] = tracer.handle
     TRACING[0] += 1
+    prev_print, builtins.print = builtins.print, _traced_print
+    _PRINT_OWNER.append((threading.get_ident(), prev_print))
     try:
         result = fn(*p_args, **p_kwargs)
     finally:
+        builtins.print = prev_print
+        _PRINT_OWNER.pop()
         registry.TRACE[0] = prev
         TRACING[0] -= 1
+        tracer.restore()
     outs, spec = pytree.flatten(result, Tensor)
     graph = tracer.graph
     graph.outputs = [tracer.node_of(t) for t in outs]
     graph.output_spec = spec
-    for p in proxies:
-        if p._node.kind != "input":  # rebound by an in-place op (blocked above, kept honest)
-            raise GraphBreak("an input was mutated in place")
     return graph, tracer.lifted_tensors
+
+
+# ---------------------------------------------------------------------- symbolic sizes
+class _Shaped:
+    """A concrete-shape stand-in for a symbolic tensor (what ``run_meta`` reads)."""
+
+    __slots__ = ("dtype", "shape")
+    requires_grad = False
+
+    def __init__(self, shape: tuple, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def size(self, d: int | None = None):
+        return Size(self.shape) if d is None else self.shape[d]
+
+    def numel(self):
+        return Size(self.shape).numel()
+
+
+def _symbolic_leaves(obj) -> list:
+    """Every SymInt of ``obj``: in tensor shapes and in Python arguments."""
+    out: list = []
+    for leaf in pytree.collect(obj, (Tensor, SymInt, _Shaped), []):
+        if isinstance(leaf, SymInt):
+            out.append(leaf)
+        elif isinstance(leaf, (Proxy, _Shaped)):
+            out.extend(n for n in _shape_of(leaf) if isinstance(n, SymInt))
+    return out
+
+
+def _shape_of(t) -> tuple:
+    return t._meta.shape if isinstance(t, Proxy) else tuple(t.shape)
+
+
+def _concrete(obj, point: dict):
+    """``obj`` with symbolic tensors as concrete-shape stand-ins and SymInts as ints, at the
+    sizes ``point`` gives the symbols."""
+    def conv(x):
+        if isinstance(x, SymInt):
+            return x.value(point)
+        if isinstance(x, (Proxy, _Shaped)):
+            return _Shaped(evaluate(_shape_of(x), point), x.dtype)
+        return x
+    return pytree.map_leaves(obj, (Tensor, SymInt, _Shaped), conv)
+
+
+def _template(obj):
+    """``obj`` with proxies replaced by their (symbolic) shape and dtype, for revalidation."""
+    return pytree.map_leaves(obj, Proxy, lambda p: _Shaped(p._meta.shape, p.dtype))
+
+
+def _pairs(meta) -> list | None:
+    if isinstance(meta, tuple) and len(meta) == 2 and isinstance(meta[1], D.dtype):
+        return [(tuple(meta[0]), meta[1])]
+    if isinstance(meta, tuple) and all(isinstance(m, tuple) and len(m) == 2 for m in meta):
+        return [(tuple(m[0]), m[1]) for m in meta]
+    return None
+
+
+def _candidates(args, kwargs) -> list:
+    """Expressions an output size may equal: input sizes, products of runs of them (flatten,
+    reshape), sums across inputs (cat), and symbolic Python arguments."""
+    shapes = [_shape_of(t) for t in pytree.collect((args, kwargs), (Tensor, _Shaped), [])]
+    out: list = []
+    for shape in shapes:
+        out += [n for n in shape if isinstance(n, SymInt)]
+    out += [x for x in pytree.collect((args, kwargs), SymInt, [])]
+    for shape in shapes:
+        for i in range(len(shape)):
+            for j in range(i + 2, len(shape) + 1):
+                p = 1
+                for n in shape[i:j]:
+                    p = p * n
+                if isinstance(p, SymInt):
+                    out.append(p)
+    for d in range(max((len(s) for s in shapes), default=0)):
+        tot = 0
+        for s in shapes:
+            if d < len(s):
+                tot = tot + s[d]
+        if isinstance(tot, SymInt):
+            out.append(tot)
+    seen, uniq = set(), []
+    for c in out:
+        if c._key not in seen:
+            seen.add(c._key)
+            uniq.append(c)
+    return uniq
+
+
+def _fit_outputs(runs: list, points: list, cands: list) -> list | None:
+    base = runs[0]
+    if any(r is None or len(r) != len(base) for r in runs):
+        return None
+    fitted = []
+    for k, (shape, dt) in enumerate(base):
+        if any(len(r[k][0]) != len(shape) or r[k][1] is not dt for r in runs):
+            return None
+        dims = []
+        for d in range(len(shape)):
+            e = fit([r[k][0][d] for r in runs], points, cands)
+            if e is None:
+                return None
+            dims.append(e)
+        fitted.append(tuple(dims))
+    return fitted
+
+
+def revalidate(env: ShapeEnv, bindings: dict) -> str | None:
+    """Re-run the metadata of every symbolic op of a dynamic graph at the sizes ``bindings``
+    gives; a description of the first output size that differs from the graph's expression,
+    or None when the graph is valid for these sizes."""
+    for op, args, kwargs, expected in env.shape_log:
+        # a random op's meta may draw samples: the user's generators stay untouched
+        gens = rng_states(args, kwargs) if "random" in op.tags else ()
+        try:
+            got = _pairs(op.run_meta(*_concrete(args, bindings), **_concrete(kwargs, bindings)))
+        except Exception as e:
+            return f"{op.name} fails at these sizes ({type(e).__name__})"
+        finally:
+            for g, st in gens:
+                g.set_state(st)
+        want = [evaluate(tuple(s), bindings) for s in expected]
+        if got is None or [tuple(g[0]) for g in got] != want:
+            return f"{op.name} output size {want} does not hold at these sizes"
+    return None
+
+
+# ---------------------------------------------------------------------- Python side effects
+class SideEffects:
+    """Python state a traced function could change besides tensors: lists, dicts and sets
+    reachable from its arguments, closure cells and the globals it reads (one level deep),
+    the rebinding of those globals and cells, and the attributes of the modules it uses.
+
+    A capture runs the function once, symbolically; a compiled graph then replays only its
+    tensor operations. A function that changes such state would do it once (at capture) and
+    never again, so ``changed()`` finds such changes after a trace, ``restore()`` undoes
+    them, and the call is treated as a graph break: the function runs eagerly on every call,
+    and each side effect happens exactly once per call, as without compile."""
+
+    _CONTAINERS = (list, dict, set, bytearray)
+
+    def __init__(self, args: tuple, kwargs: dict, free: list, modules: list):
+        self.items: list = []  # (description, container, shallow copy)
+        self.bound: list = []  # (description, source, value) for globals/cells
+        self.attrs: list = []  # (description, object, dict copy)
+        seen: set = set()
+        for i, a in enumerate(args):
+            self._add(f"argument {i}", a, seen)
+        for k, v in kwargs.items():
+            self._add(f"argument {k!r}", v, seen)
+        for name, src in free:
+            v = _source_value(src)
+            self.bound.append((name, src, v))
+            self._add(name, v, seen)
+        for m in modules:
+            for sub in m.modules():
+                self.attrs.append((f"module {type(sub).__name__}", sub, dict(sub.__dict__)))
+
+    def _add(self, what: str, v: Any, seen: set, depth: int = 0) -> None:
+        if not isinstance(v, self._CONTAINERS) or id(v) in seen:
+            return
+        seen.add(id(v))
+        self.items.append((what, v, v.copy() if not isinstance(v, bytearray) else bytes(v)))
+        if depth < 1:
+            inner = v.values() if isinstance(v, dict) else (v if isinstance(v, list) else ())
+            for x in inner:
+                self._add(what, x, seen, depth + 1)
+
+    def changed(self) -> str | None:
+        """What the trace changed (a readable description), or None."""
+        for what, c, old in self.items:
+            if _differs(c, old):
+                return f"{what} ({type(c).__name__}) was modified"
+        for name, src, v in self.bound:
+            if _source_value(src) is not v:
+                return f"{name} was rebound"
+        for what, m, old in self.attrs:
+            now = m.__dict__
+            if now.keys() != old.keys() or any(now[k] is not old[k] for k in old):
+                return f"an attribute of {what} was set"
+        return None
+
+    def restore(self) -> None:
+        for _, c, old in self.items:
+            if _differs(c, old):
+                if isinstance(c, (list, bytearray)):
+                    c[:] = old
+                else:
+                    c.clear()
+                    c.update(old)
+        for _, src, v in self.bound:
+            if _source_value(src) is not v:
+                if isinstance(src, tuple):
+                    src[0][src[1]] = v
+                else:
+                    src.cell_contents = v
+        for _, m, old in self.attrs:
+            if m.__dict__.keys() != old.keys() or any(m.__dict__[k] is not old[k] for k in old):
+                m.__dict__.clear()
+                m.__dict__.update(old)
+
+
+def _differs(c, old) -> bool:
+    if len(c) != len(old):
+        return True
+    if isinstance(c, dict):
+        return c.keys() != old.keys() or any(c[k] is not old[k] for k in old)
+    if isinstance(c, set):
+        return c != old
+    return any(a is not b for a, b in zip(c, old))
+
+
+def _source_value(src) -> Any:
+    if isinstance(src, tuple):
+        return src[0].get(src[1], _MISSING)
+    try:
+        return src.cell_contents
+    except ValueError:
+        return _MISSING
+
+
+_MISSING = object()
+
+
+_PRINT_OWNER: list = []  # (tracing thread, the print to use elsewhere), innermost last
+
+
+def _traced_print(*args, **kwargs):
+    thread, real = _PRINT_OWNER[-1]
+    if threading.get_ident() != thread:  # another thread printing meanwhile: just print
+        return real(*args, **kwargs)
+    raise GraphBreak("printing: print() is a side effect (the function runs eagerly so that "
+                     "it prints on every call)")

@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 
 from .. import _dtype as D
-from .fusion import Kernel, Plan
-from .lower import Const, Expr, Load
+from .fusion import Kernel, Plan, RowsKernel
+from .lower import Const, Expr, Load, Op, RowRef, contiguous_strides, loads_of
+from .symbolic import SymInt, wrapper_bindings
 
 CTYPE = {D.float32: "float", D.float64: "double", D.float16: "float", D.bfloat16: "float",
          D.int8: "int8_t", D.int16: "int16_t", D.int32: "int32_t", D.int64: "int64_t",
@@ -39,20 +40,25 @@ static inline float em_bf16_round(float f) { return em_bf16_load(em_bf16_store(f
 /* float32 exp and tanh written branch-free so loops calling them vectorize (libm's calls do
    not without -ffast-math). Cody-Waite range reduction and Cephes polynomials: within 2 ulp
    of the correctly rounded result; NaN and +-inf behave as in libm. */
+#ifdef __FMA__  /* an explicit fused multiply-add where the target has one: exact, and fast */
+#define EM_MLA(a, b, c) fmaf(a, b, c)
+#else
+#define EM_MLA(a, b, c) ((a) * (b) + (c))
+#endif
 static inline float em_expf(float x) {
     float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
     float t = xc * 1.44269504088896341f + 12582912.0f;  /* round to nearest integer */
     float n = t - 12582912.0f;
-    float r = xc - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
+    float r = EM_MLA(n, -0.693359375f, xc);
+    r = EM_MLA(n, 2.12194440e-4f, r);
     float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    int32_t ni = (int32_t)n, n1 = ni / 2, n2 = ni - n1;
+    p = EM_MLA(p, r, 1.3981999507e-3f);
+    p = EM_MLA(p, r, 8.3334519073e-3f);
+    p = EM_MLA(p, r, 4.1665795894e-2f);
+    p = EM_MLA(p, r, 1.6666665459e-1f);
+    p = EM_MLA(p, r, 5.0000001201e-1f);
+    p = EM_MLA(p, r * r, r) + 1.0f;
+    int32_t ni = (int32_t)n, n1 = ni >> 1, n2 = ni - n1;  /* two scales: denormal results */
     uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;
     float s1, s2;
     memcpy(&s1, &b1, 4);
@@ -63,8 +69,11 @@ static inline float em_expf(float x) {
 static inline float em_tanhf(float x) {
     float ax = x < 0 ? -x : x;
     float z = x * x;
-    float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z
-                    + 1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+    float q = EM_MLA(-5.70498872745e-3f, z, 2.06390887954e-2f);
+    q = EM_MLA(q, z, -5.37397155531e-2f);
+    q = EM_MLA(q, z, 1.33314422036e-1f);
+    q = EM_MLA(q, z, -3.33332819422e-1f);
+    float small = EM_MLA(q * z, x, x);
     float e = em_expf(2.0f * (ax > 20.0f ? 20.0f : ax));
     float big = 1.0f - 2.0f / (e + 1.0f);
     big = x < 0 ? -big : big;
@@ -77,6 +86,8 @@ OMP_MIN_ELEMENTS = 1 << 16  # below this, thread start-up costs more than it sav
 
 def c_literal(value, dt: D.dtype) -> str:
     ct = CTYPE[dt]
+    if isinstance(value, SymInt):  # a size of a dynamic graph (a kernel parameter)
+        return f"(({ct})({value}))"
     if dt.kind == "f":
         v = float(value)
         if math.isnan(v):
@@ -170,8 +181,9 @@ def store_expr(dt: D.dtype, value: str) -> str:
 class _Body:
     """Emits the statements computing one expression at given index variables."""
 
-    def __init__(self, params: dict, indent: str):
+    def __init__(self, params: dict, indent: str, rowref: str = "red{}"):
         self.params = params  # buffer name -> C parameter name
+        self.rowref = rowref  # how a reduction phase's per-row result is named
         self.lines: list[str] = []
         self.memo: dict = {}
         self.indent = indent
@@ -183,6 +195,8 @@ class _Body:
             return self.memo[key]
         if isinstance(e, Const):
             return c_literal(e.value, e.dtype)
+        if isinstance(e, RowRef):
+            return self.rowref.format(e.phase)
         if isinstance(e, Load):
             terms = [v if s == 1 else f"{v} * {s}" for v, s in zip(idx, e.strides) if s != 0]
             ref = f"{self.params[e.buf.name]}[{' + '.join(terms) or '0'}]"
@@ -224,164 +238,288 @@ def _numel(shape) -> int:
     return n
 
 
-def kernel_source(k: Kernel, openmp: bool) -> tuple[str, list[str]]:
-    """C source of one kernel and the buffer names of its parameters, in order."""
-    bufs = _buffers_of(k.expr, {}, set())
-    params = {name: f"in{i}" for i, name in enumerate(bufs)}
-    sig = [f"const {STORAGE[b.meta.dtype]} *restrict {params[n]}" for n, b in bufs.items()]
-    sig.append(f"{STORAGE[k.out.meta.dtype]} *restrict out")
-    lines = [f"/* {k.kind} kernel {k.name}: {k.out.meta} */",
-             f"void {k.name}({', '.join(sig)}) {{"]
-    shape = k.expr.shape
-    loop_dims = list(shape) if k.kind == "pointwise" else list(shape[:-1])
-    nd = len(loop_dims)
-    total = _numel(shape)
-    ind = "    "
-    if nd and openmp and total >= OMP_MIN_ELEMENTS:
-        collapse = f" collapse({nd - 1})" if (k.kind == "pointwise" and nd > 2) else \
-            (f" collapse({nd})" if k.kind != "pointwise" and nd > 1 else "")
-        lines.append(f"{ind}#pragma omp parallel for{collapse} schedule(static)")
+def _index(idx: list, strides) -> str:
+    return " + ".join(v if s == 1 else f"{v} * {s}" for v, s in zip(idx, strides)
+                      if s != 0) or "0"
+
+
+def _loops(dims: list, collapse_ok: bool, parallel: bool, ind: str) -> tuple[list, list, str]:
+    """Nested loops over ``dims`` (the outermost OpenMP-parallel when ``parallel``)."""
+    lines = []
+    nd = len(dims)
+    if nd and parallel:
+        collapse = f" collapse({nd})" if collapse_ok and nd > 1 else \
+            (f" collapse({nd - 1})" if nd > 2 else "")
+        cond = f" if({parallel})" if isinstance(parallel, str) else ""  # symbolic size
+        lines.append(f"{ind}#pragma omp parallel for{collapse} schedule(static){cond}")
     idx = [f"i{d}" for d in range(nd)]
-    for d, n in enumerate(loop_dims):
+    for d, n in enumerate(dims):
         lines.append(f"{ind}for (int64_t i{d} = 0; i{d} < {n}; ++i{d}) {{")
         ind += "    "
-    ostr = []
-    acc = 1
-    for n in reversed(loop_dims):
-        ostr.append(acc)
-        acc *= max(n, 1)
-    ostr.reverse()
-    lin = " + ".join(v if s == 1 else f"{v} * {s}" for v, s in zip(idx, ostr)) or "0"
-    odt = k.out.meta.dtype
-    if k.kind == "pointwise":
-        body = _Body(params, ind)
-        v = body.emit(k.expr, idx)
-        lines += body.lines
-        lines.append(f"{ind}out[{lin}] = {store_expr(odt, v)};")
+    return lines, idx, ind
+
+
+def kernel_source(k: Kernel | RowsKernel, openmp: bool, syms: list | tuple = ()
+                  ) -> tuple[str, list[str]]:
+    """C source of one kernel and the buffer names of its parameters (inputs, then outputs)."""
+    bufs: dict = {}
+    for e in k.exprs():
+        _buffers_of(e, bufs, set())
+    params = {name: f"in{i}" for i, name in enumerate(bufs)}
+    outs = k.outs
+    params.update({b.name: f"out{i}" for i, b in enumerate(outs)})
+    sig = [f"const {STORAGE[b.meta.dtype]} *restrict {params[n]}" for n, b in bufs.items()]
+    sig += [f"{STORAGE[b.meta.dtype]} *restrict {params[b.name]}" for b in outs]
+    sig += [f"int64_t {s}" for s in syms]  # symbolic sizes (dynamic shapes), by value
+    lines = [f"/* {k.kind} kernel {k.name}: {', '.join(str(b.meta) for b in outs)} */",
+             f"void {k.name}({', '.join(sig)}) {{"]
+    columns = isinstance(k, RowsKernel) and _column_mode(k)
+    if isinstance(k, RowsKernel):
+        dims = list(k.outer)
+        total = _numel(dims) * k.n
+        if columns:  # the last kept dim goes in blocks of COLUMNS
+            dims[-1] = f"(({dims[-1]} + {COLUMNS - 1}) / {COLUMNS})"
     else:
-        lines += _reduction_body(k, params, idx, lin, ind)
-    for d in range(nd):
+        dims = list(k.expr.shape)
+        total = _numel(dims)
+    big = total >= OMP_MIN_ELEMENTS if isinstance(total, int) else \
+        f"{total} >= {OMP_MIN_ELEMENTS}"  # dynamic shapes: decided at run time
+    loops, idx, ind = _loops(dims, isinstance(k, RowsKernel), openmp and big, "    ")
+    lines += loops
+    if columns:
+        lines += _columns_body(k, params, idx, ind)
+    elif isinstance(k, RowsKernel):
+        lines += _rows_body(k, params, idx, ind)
+    else:
+        body = _Body(params, ind)
+        lin = _index(idx, contiguous_strides(dims))
+        for b, e in zip(outs, k.exprs()):
+            v = body.emit(e, idx)
+            lines += body.lines
+            body.lines = []
+            lines.append(f"{ind}{params[b.name]}[{lin}] = {store_expr(b.meta.dtype, v)};")
+    for _ in dims:
         ind = ind[:-4]
         lines.append(f"{ind}}}")
     lines.append("}")
-    return "\n".join(lines), list(bufs)
+    return "\n".join(lines), list(bufs) + [b.name for b in outs]
 
 
 LANES = 16  # independent partial accumulators: the row loop vectorizes without reassociation
 
+# per reduction: initial accumulator (None: the row's first value) and the update template
+_REDUCE = {
+    "sum": ("0", "{a} += {v};"),
+    "prod": ("1", "{a} *= {v};"),
+    "max": (None, "{a} = ({v} != {v} || {v} > {a}) ? {v} : {a};"),  # NaN propagates
+    "min": (None, "{a} = ({v} != {v} || {v} < {a}) ? {v} : {a};"),
+}
 
-def _reduction_body(k: Kernel, params: dict, idx: list, lin: str, ind: str) -> list[str]:
-    """One row of a last-dimension reduction. Accumulation runs in LANES independent partial
-    results (element r goes to lane r % LANES), combined at the end of the row: each lane is
-    an exact sequential sum, so vector code computes what the scalar code would."""
-    n = k.attrs["n"]
-    e = k.expr
-    ct = CTYPE[e.dtype]
-    odt = k.out.meta.dtype
+
+def _rows_body(k: RowsKernel, params: dict, idx: list, ind: str) -> list[str]:
+    """One row: each reduction phase in LANES independent partial results (element r goes to
+    lane r % LANES, combined at the end of the row; each lane is an exact sequential
+    accumulation, so vector code computes what scalar code would), then the per-row stores,
+    then one pass computing the row outputs."""
+    n = k.n
     lines: list[str] = []
+    cache = _row_cache(k)
 
-    def value_at(r: str, extra: str) -> tuple[list[str], str]:
+    def value_at(e: Expr, r: str, extra: str, p: int = -1) -> tuple[list[str], str]:
         body = _Body(params, ind + extra)
         v = body.emit(e, idx + [r])
+        if cache and cache[0] == p:  # keep the value the row pass needs in its output
+            _, sub, b, st = cache
+            body.lines.append(f"{ind}{extra}{params[b.name]}[{_index(idx + [r], st)}] = "
+                              f"{body.memo[id(sub)]};")
         return body.lines, v
 
-    def lanes(at: str, init: str, update: str, combine: str) -> None:
-        """acc = combine over the row of update(lane, v); ``update``/``combine`` are templates
-        with {a} (accumulator) and {v} (value)."""
-        lines.append(f"{ind}{at} part[{LANES}];")
-        lines.append(f"{ind}for (int l = 0; l < {LANES}; ++l) part[l] = {init};")
-        lines.append(f"{ind}int64_t r = 0;")
-        lines.append(f"{ind}for (; r + {LANES} <= {n}; r += {LANES}) {{")
-        lines.append(f"{ind}    #pragma omp simd")
-        lines.append(f"{ind}    for (int l = 0; l < {LANES}; ++l) {{")
-        body, v = value_at("(r + l)", "        ")
-        lines.extend(body)
-        lines.append(f"{ind}        {update.format(a='part[l]', v=v, i='(r + l)')}")
-        lines.append(f"{ind}    }}")
-        lines.append(f"{ind}}}")
-        lines.append(f"{ind}{at} acc = part[0];")
-        merge = combine.format(a="acc", v="part[l]")
-        lines.append(f"{ind}for (int l = 1; l < {LANES}; ++l) {merge}")
-        lines.append(f"{ind}for (; r < {n}; ++r) {{")
-        body, v = value_at("r", "    ")
-        lines.extend(body)
-        lines.append(f"{ind}    {update.format(a='acc', v=v, i='r')}")
-        lines.append(f"{ind}}}")
-
-    def first() -> str:
-        body, v = value_at("0", "")
-        lines.extend(body)
-        return v
-
-    def scope(fn):
+    for p, (prim, e, acc) in enumerate(k.phases):
+        at = CTYPE[acc]
+        init, update = _REDUCE[prim]
+        lines.append(f"{ind}{at} red{p};")
         lines.append(f"{ind}{{")
-        fn()
-        lines.append(f"{ind}}}")
-
-    if k.kind in ("sum", "mean"):
-        at = CTYPE[k.attrs["acc"]]
-        upd = f"{{a}} += ({at}){{v}};"
-        lines.append(f"{ind}{at} total;")
-        scope(lambda: (lanes(at, "0", upd, upd), lines.append(f"{ind}total = acc;")))
-        res = "total" if k.kind == "sum" else f"total / {n}"
-        lines.append(f"{ind}out[{lin}] = {store_expr(odt, cast_expr(k.attrs['acc'], odt, res))};")
-    elif k.kind in ("amax", "amin"):
-        cmp = ">" if k.kind == "amax" else "<"
-        upd = f"{{a}} = ({{v}} != {{v}} || {{v}} {cmp} {{a}}) ? {{v}} : {{a}};"
-        lines.append(f"{ind}{ct} best;")
-        scope(lambda: (lanes(ct, first(), upd, upd), lines.append(f"{ind}best = acc;")))
-        lines.append(f"{ind}out[{lin}] = {store_expr(odt, 'best')};")
-    else:  # softmax / log_softmax: max, then sum of exp, then write
-        f = "em_expf" if ct == "float" else "exp"
-        upd = "{a} = ({v} != {v} || {v} > {a}) ? {v} : {a};"
-        lines.append(f"{ind}{ct} m;")
-        scope(lambda: (lanes(ct, first(), upd, upd), lines.append(f"{ind}m = acc;")))
-        lines.append(f"{ind}double s;")
-        # softmax into a float32/float64 output keeps exp(v - m) there for the last pass
-        keep = k.kind == "softmax" and STORAGE[odt] == ct
-        row = f"out[({lin}) * {n} + {{i}}]"
-        upd = (f"{{{{ const {ct} ex = {f}({{v}} - m); {row} = ex; {{a}} += (double)ex; }}}}"
-               if keep else f"{{a}} += (double){f}({{v}} - m);")
-        scope(lambda: (lanes("double", "0", upd, "{a} += {v};"),
-                       lines.append(f"{ind}s = acc;")))
-        if keep:
-            lines.append(f"{ind}const {ct} inv = ({ct})s;")
-            lines.append(f"{ind}for (int64_t r = 0; r < {n}; ++r) "
-                         f"{row.format(i='r')} = {row.format(i='r')} / inv;")
-            return lines
-        if k.kind == "softmax":
-            lines.append(f"{ind}const {ct} inv = ({ct})s;")
-            res = f"{f}({{v}} - m) / inv"
-        else:
-            lines.append(f"{ind}const {ct} lse = ({ct})log(s);")
-            res = "{v} - m - lse"
-        lines.append(f"{ind}for (int64_t r = 0; r < {n}; ++r) {{")
-        body, v = value_at("r", "    ")
+        if init is None:
+            body, init = value_at(e, "0", "    ")
+            lines.extend(body)
+        lines.append(f"{ind}    {at} part[{LANES}];")
+        lines.append(f"{ind}    for (int l = 0; l < {LANES}; ++l) part[l] = {init};")
+        lines.append(f"{ind}    int64_t r = 0;")
+        lines.append(f"{ind}    for (; r + {LANES} <= {n}; r += {LANES}) {{")
+        lines.append(f"{ind}        #pragma omp simd")
+        lines.append(f"{ind}        for (int l = 0; l < {LANES}; ++l) {{")
+        body, v = value_at(e, "(r + l)", "            ", p)
         lines.extend(body)
-        lines.append(f"{ind}    out[({lin}) * {n} + r] = {store_expr(odt, res.format(v=v))};")
+        lines.append(f"{ind}            {update.format(a='part[l]', v=v)}")
+        lines.append(f"{ind}        }}")
+        lines.append(f"{ind}    }}")
+        lines.append(f"{ind}    {at} acc = part[0];")
+        lines.append(f"{ind}    for (int l = 1; l < {LANES}; ++l) "
+                     f"{update.format(a='acc', v='part[l]')}")
+        lines.append(f"{ind}    for (; r < {n}; ++r) {{")
+        body, v = value_at(e, "r", "        ", p)
+        lines.extend(body)
+        lines.append(f"{ind}        {update.format(a='acc', v=v)}")
+        lines.append(f"{ind}    }}")
+        lines.append(f"{ind}    red{p} = acc;")
+        lines.append(f"{ind}}}")
+    lin = _index(idx, contiguous_strides(k.outer))
+    if k.scalar_outs:
+        body = _Body(params, ind)
+        for b, e in k.scalar_outs:
+            v = body.emit(e, idx + ["0"])
+            lines.extend(body.lines)
+            body.lines = []
+            lines.append(f"{ind}{params[b.name]}[{lin}] = {store_expr(b.meta.dtype, v)};")
+    if k.row_outs:
+        lines.append(f"{ind}for (int64_t r = 0; r < {n}; ++r) {{")
+        body = _Body(params, ind + "    ")
+        if cache:
+            _, sub, b, st = cache
+            body.lines.append(f"{ind}    const {CTYPE[sub.dtype]} kept = "
+                              f"{params[b.name]}[{_index(idx + ['r'], st)}];")
+            body.memo[id(sub)] = "kept"
+        for b, e, st in k.row_outs:
+            v = body.emit(e, idx + ["r"])
+            lines.extend(body.lines)
+            body.lines = []
+            lines.append(f"{ind}    {params[b.name]}[{_index(idx + ['r'], st)}] = "
+                         f"{store_expr(b.meta.dtype, v)};")
         lines.append(f"{ind}}}")
     return lines
 
 
+COLUMNS = 64  # kept elements a column-mode kernel reduces side by side
+
+
+def _column_mode(k: RowsKernel) -> bool:
+    """Reduce across rows in blocks of the last kept dim, when that dim, not the row, is the
+    unit-stride one in memory (``x.sum(0)``): the inner loop then reads contiguous elements of
+    COLUMNS independent accumulators instead of striding down a column."""
+    if not k.outer or not k.phases:
+        return False
+    lds = [ld for e in k.exprs() for ld in loads_of(e)]
+    if any(ld.strides[-1] == 1 for ld in lds):
+        return False
+    return any(ld.strides[-2] == 1 for ld in lds)
+
+
+def _columns_body(k: RowsKernel, params: dict, idx: list, ind: str) -> list[str]:
+    """One block of up to COLUMNS kept elements (the last loop index counts blocks): every
+    phase walks the rows in order, each column an exact sequential accumulation, then the
+    per-column stores, then the row outputs."""
+    n, last = k.n, len(idx) - 1
+    jb = idx[last]
+    lines = [f"{ind}const int64_t j0 = {jb} * {COLUMNS};",
+             (f"{ind}const int64_t jn = {k.outer[-1]} - j0 < {COLUMNS} ? "
+              f"{k.outer[-1]} - j0 : {COLUMNS};")]
+    at_j = idx[:last] + ["(j0 + jj)"]
+
+    def emit(e: Expr, r: str, extra: str) -> tuple[list[str], str]:
+        body = _Body(params, ind + extra, "red{}[jj]")
+        v = body.emit(e, at_j + [r])
+        return body.lines, v
+
+    for p, (prim, e, acc) in enumerate(k.phases):
+        at = CTYPE[acc]
+        init, update = _REDUCE[prim]
+        lines.append(f"{ind}{at} red{p}[{COLUMNS}];")
+        lines.append(f"{ind}for (int64_t jj = 0; jj < jn; ++jj) {{")
+        if init is None:
+            body, init = emit(e, "0", "    ")
+            lines.extend(body)
+        lines.append(f"{ind}    red{p}[jj] = {init};")
+        lines.append(f"{ind}}}")
+        lines.append(f"{ind}for (int64_t r = 0; r < {n}; ++r) {{")
+        lines.append(f"{ind}    #pragma omp simd")
+        lines.append(f"{ind}    for (int64_t jj = 0; jj < jn; ++jj) {{")
+        body, v = emit(e, "r", "        ")
+        lines.extend(body)
+        lines.append(f"{ind}        {update.format(a=f'red{p}[jj]', v=v)}")
+        lines.append(f"{ind}    }}")
+        lines.append(f"{ind}}}")
+    lin = _index(at_j, contiguous_strides(k.outer))
+    if k.scalar_outs:
+        lines.append(f"{ind}for (int64_t jj = 0; jj < jn; ++jj) {{")
+        body = _Body(params, ind + "    ", "red{}[jj]")
+        for b, e in k.scalar_outs:
+            v = body.emit(e, at_j + ["0"])
+            lines.extend(body.lines)
+            body.lines = []
+            lines.append(f"{ind}    {params[b.name]}[{lin}] = {store_expr(b.meta.dtype, v)};")
+        lines.append(f"{ind}}}")
+    if k.row_outs:
+        lines.append(f"{ind}for (int64_t r = 0; r < {n}; ++r) {{")
+        lines.append(f"{ind}    for (int64_t jj = 0; jj < jn; ++jj) {{")
+        body = _Body(params, ind + "        ", "red{}[jj]")
+        for b, e, st in k.row_outs:
+            v = body.emit(e, at_j + ["r"])
+            lines.extend(body.lines)
+            body.lines = []
+            lines.append(f"{ind}        {params[b.name]}[{_index(at_j + ['r'], st)}] = "
+                         f"{store_expr(b.meta.dtype, v)};")
+        lines.append(f"{ind}    }}")
+        lines.append(f"{ind}}}")
+    return lines
+
+
+def _row_cache(k: RowsKernel) -> tuple | None:
+    """(phase, subexpression, output, strides) when a reduction phase's summand (softmax's
+    exp(x - max)) is also what a row output computes from: the phase stores it in that output
+    (same C type, so exactly) and the row pass reads it back instead of computing it again."""
+    for p in range(len(k.phases) - 1, -1, -1):
+        e = k.phases[p][1]
+        sub = e.args[0] if isinstance(e, Op) and e.prim == "cast" else e
+        if not isinstance(sub, Op):
+            continue
+        for b, out, st in k.row_outs:
+            if STORAGE[b.meta.dtype] == CTYPE[sub.dtype] and _contains(out, sub, set()):
+                return p, sub, b, st
+    return None
+
+
+def _contains(e: Expr, sub: Expr, seen: set) -> bool:
+    if e is sub:
+        return True
+    if id(e) in seen:
+        return False
+    seen.add(id(e))
+    return any(_contains(a, sub, seen) for a in getattr(e, "args", ()))
+
+
 def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False) -> tuple[str, str, dict]:
     """``(c_source, wrapper_source, kernel_params)``: the C translation unit, the Python
-    wrapper's source, and each kernel's parameter buffer names."""
+    wrapper's source, and each kernel's parameter buffer names (inputs, then outputs)."""
     chunks = [PRELUDE]
     kparams = {}
+    binds = wrapper_bindings([b.meta.shape for b in plan.inputs])  # dynamic shapes' sizes
+    plan.symbols = syms = [n for n, _ in binds]
     for k in plan.kernels:
-        src, params = kernel_source(k, openmp)
+        src, params = kernel_source(k, openmp, syms)
         chunks.append(src)
         kparams[k.name] = params
     py = ["def call(inputs):"]
     for i, b in enumerate(plan.inputs):
         src = f"_contig(inputs[{i}]._data)" if contiguous_inputs else f"inputs[{i}]._data"
         py.append(f"    {b.name} = {src}  # {b.meta}")
-    for s in plan.steps:
+    py += [f"    {n} = {v}" for n, v in binds]
+    free = _dead_after(plan, kparams)
+    pool: dict = {}  # (shape, dtype) -> dead kernel outputs whose memory a new one can take
+    for i, s in enumerate(plan.steps):
         if s.kind == "kernel":
             k = s.kernel
-            py.append(f"    {k.out.name} = _empty({k.out.meta.shape}, _np_{_dt_name(k.out)})")
-            ptrs = ", ".join(f"{n}.ctypes.data" for n in kparams[k.name] + [k.out.name])
+            for b in k.outs:
+                key = (str(tuple(b.meta.shape)), _dt_name(b))
+                if pool.get(key):
+                    py.append(f"    {b.name} = {pool[key].pop()}  # dead buffer reused")
+                else:
+                    py.append(f"    {b.name} = _empty({b.meta.shape}, _np_{_dt_name(b)})")
+            ptrs = ", ".join([f"{n}.ctypes.data" for n in kparams[k.name]] + syms)
             py.append(f"    _k_{k.name}({ptrs})")
+        elif s.kind == "view":
+            b = s.outs[0]
+            py.append(f"    {b.name} = _view({s.src.name}, {tuple(b.meta.shape)}, "
+                      f"{tuple(b.strides)})  # no copy")
         else:
             names = ", ".join(s.outs[j].name for j in range(len(s.outs)))
             ins = ", ".join(b.name for b in s.inputs.values())
@@ -390,12 +528,46 @@ def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False) -> tuple
             for b in s.outs:
                 if b.read_by_kernel:
                     py.append(f"    {b.name} = _contig({b.name})")
+        for b, reusable in free.get(i, ()):
+            if reusable:
+                pool.setdefault((str(tuple(b.meta.shape)), _dt_name(b)), []).append(b.name)
+            else:
+                py.append(f"    del {b.name}")
     rets = []
     for o in plan.outputs:
         rets.append(f"inputs[{o[1]}]" if isinstance(o, tuple) else
                     f"_wrap({o.name}, _dt_{_dt_name(o)})")
     py.append(f"    return ({''.join(r + ', ' for r in rets)})")
     return "\n\n".join(chunks) + "\n", "\n".join(py) + "\n", kparams
+
+
+def _dead_after(plan: Plan, kparams: dict) -> dict:
+    """step index -> [(buffer, reusable)] for the buffers last read by that step. Only a kernel
+    output read by kernels alone is reusable: an eager op may have returned a view of it."""
+    last: dict = {}
+    eager_read: set = set()
+    made_by_kernel: dict = {}
+    for i, s in enumerate(plan.steps):
+        if s.kind == "kernel":
+            for b in s.kernel.outs:
+                made_by_kernel[b.name] = b
+                last.setdefault(b.name, (i, b))
+            names = set(kparams[s.kernel.name]) - {b.name for b in s.kernel.outs}
+            reads = [b for b in plan.buffers if b.name in names]
+        else:
+            reads = list(s.inputs.values())
+            eager_read.update(b.name for b in reads)
+            for b in s.outs:
+                last.setdefault(b.name, (i, b))
+        for b in reads:
+            last[b.name] = (i, b)
+    keep = {b.name for b in plan.inputs}
+    keep.update(o.name for o in plan.outputs if not isinstance(o, tuple))
+    out: dict = {}
+    for name, (i, b) in last.items():
+        if name not in keep:
+            out.setdefault(i, []).append((b, name in made_by_kernel and name not in eager_read))
+    return out
 
 
 def _dt_name(b) -> str:

@@ -1,6 +1,16 @@
 """Fusion: walk a graph once and decide which values become kernels, which stay inline in
 their consumers' expressions and which ops run eagerly. The result is a ``Plan``: buffers,
-ordered steps, and a log of every fusion refusal with its reason."""
+ordered steps, and a log of every fusion refusal with its reason.
+
+Joins, each checked against the buffers already written at the joined kernel's step:
+- a reduction joins an earlier rows kernel over the same rows (its phases read the earlier
+  per-row results as locals): softmax's max and sum, var's mean, sibling reductions;
+- a pointwise value reading a rows kernel's per-row results joins that kernel's row pass
+  (``x - x.mean(-1, keepdim=True)``) or its per-row stores (``x.amax(-1) * 2``);
+- a pointwise value reading a pointwise kernel's output element for element becomes a second
+  output of that kernel (a saved pre-activation and its activation);
+- a library call (linear) leaves its bias add to the next kernel's expression, and strided
+  operands reach library calls as numpy views, not copies."""
 
 from __future__ import annotations
 
@@ -15,24 +25,122 @@ from .lower import (
     Const,
     Expr,
     Load,
+    Op,
+    RowRef,
     _wrap_dim,
     bound_args,
     broadcast,
     cast,
     compute_dtype,
     contiguous_strides,
+    loads_of,
     permute,
     reshape,
+    substitute,
 )
-from .rules import PERMUTES, REDUCTIONS, RESHAPES, RULES, SOFTMAXES
+from .rules import EPILOGUE_BIAS, PERMUTES, REDUCTIONS, RESHAPES, RULES
+from .symbolic import SymInt
+
+# A rows kernel whose rows are few and long runs its row pass on one thread: a pointwise
+# consumer only joins it when that loses little parallelism.
+ROW_JOIN_MIN_ROWS = 16
+ROW_JOIN_MAX_LENGTH = 1 << 14
 
 
 class Kernel:
-    """One generated C function: ``kind`` is "pointwise" or a reduction/softmax over the last
-    dimension of ``expr``; it writes ``out`` (contiguous)."""
+    """One generated C function computing ``expr`` at every index of its shape into ``out``
+    (contiguous): a pointwise kernel."""
 
     def __init__(self, name: str, kind: str, expr: Expr, out: Buffer, attrs: dict):
         self.name, self.kind, self.expr, self.out, self.attrs = name, kind, expr, out, attrs
+        self.extra: list[tuple] = []  # (buffer, expr): more outputs over the same index space
+
+    @property
+    def outs(self) -> list[Buffer]:
+        return [self.out] + [b for b, _ in self.extra]
+
+    def exprs(self) -> list[Expr]:
+        return [self.expr] + [e for _, e in self.extra]
+
+
+class RowsKernel:
+    """One generated C function over a rows iteration space ``outer + (n,)``: for each outer
+    index (an OpenMP-parallel loop), the reduction ``phases`` run over the row in order (each a
+    per-row local, ``RowRef(i)``, that later phases and outputs read), then ``scalar_outs``
+    (one value per row) are stored and ``row_outs`` are computed in one last pass over the row.
+    ``space`` = (perm, outer, n, src_shape): the source tensor's dims permuted by ``perm`` (kept
+    dims first) and the reduced ones collapsed into the row."""
+
+    def __init__(self, index: int, space: tuple, step: int):
+        self.index, self.space, self.step = index, space, step
+        self.perm, self.outer, self.n, self.src_shape = space
+        self.name = f"k{index}"
+        self.ops: list[str] = []
+        self.phases: list[tuple] = []  # (prim: sum/prod/max/min, expr, accumulator dtype)
+        self.scalar_outs: list[tuple] = []  # (buffer, expr)
+        self.row_outs: list[tuple] = []  # (buffer, expr, strides in the rows space)
+
+    @property
+    def kind(self) -> str:
+        return "+".join(dict.fromkeys(self.ops))
+
+    @property
+    def outs(self) -> list[Buffer]:
+        return [b for b, _ in self.scalar_outs] + [b for b, _, _ in self.row_outs]
+
+    @property
+    def out(self) -> Buffer:
+        return self.outs[0]
+
+    def exprs(self) -> list[Expr]:
+        return [p[1] for p in self.phases] + [e for _, e in self.scalar_outs] + \
+            [e for _, e, _ in self.row_outs]
+
+
+class Rows:
+    """What a reduction rule (rules.py) builds with: ``x`` (and ``args``) in the rows space of
+    kernel ``k`` (an existing kernel over the same rows it joins, or a new one made on first
+    use)."""
+
+    def __init__(self, fuser: Fuser, space: tuple, k: RowsKernel | None, x: Expr,
+                 args: dict, name: str, indices_used: bool):
+        self.fuser, self.space, self.k, self.x, self.args = fuser, space, k, x, args
+        self.name, self.indices_used = name, indices_used
+        self.n = space[2]
+        self.shape = tuple(space[1]) + (space[2],)
+        self.touched = False
+
+    def kernel(self) -> RowsKernel:
+        self.touched = True
+        if self.k is None:
+            self.k = self.fuser.new_rows_kernel(self.space)
+        if not self.k.ops or self.k.ops[-1] != self.name:
+            self.k.ops.append(self.name)
+        return self.k
+
+    def reduce(self, prim: str, e: Expr, acc: D.dtype) -> RowRef:
+        k = self.kernel()
+        e = cast(e, acc)
+        self.fuser._mark_reads(e, set())
+        k.phases.append((prim, e, acc))
+        return RowRef(len(k.phases) - 1, acc, self.shape)
+
+    def scalar_out(self, meta: TensorMeta, e: Expr) -> Buffer:
+        k = self.kernel()
+        buf = self.fuser.new_buffer(meta)
+        buf.step, buf.rows_owner = k.step, k
+        k.scalar_outs.append((buf, cast(e, meta.dtype)))
+        return buf
+
+    def row_out(self, meta: TensorMeta, e: Expr) -> Buffer:
+        k = self.kernel()
+        st = self.fuser.out_strides(meta, k)
+        assert st is not None, "a contiguous output always maps to its own rows space"
+        buf = self.fuser.new_buffer(meta)
+        buf.step, buf.rows_owner = k.step, k
+        self.fuser._mark_reads(e, set())
+        k.row_outs.append((buf, cast(e, meta.dtype), st))
+        return buf
 
 
 class Step:
@@ -79,11 +187,13 @@ class Fuser:
         self.users = graph.users()
         self.val: dict[int, Any] = {}
         self.input_strides = input_strides
+        self.rows_kernels: list[RowsKernel] = []
 
     # ------------------------------------------------------------------ buffers
     def new_buffer(self, meta: TensorMeta, strides=None) -> Buffer:
         b = Buffer(f"buf{len(self.plan.buffers)}", meta,
                    contiguous_strides(meta.shape) if strides is None else strides)
+        b.step = len(self.plan.steps)  # the step that writes it (made right after)
         self.plan.buffers.append(b)
         return b
 
@@ -94,6 +204,11 @@ class Fuser:
             return e.buf
         if isinstance(e, Const):
             raise AssertionError("a constant is never materialized")
+        out = self.join_rows(e)
+        if out is None:
+            out = self.join_pointwise(e)
+        if out is not None:
+            return out
         out = self.new_buffer(TensorMeta(e.shape, e.dtype))
         self.kernel("pointwise", e, out, {})
         if why:
@@ -132,7 +247,7 @@ class Fuser:
             return False
         n = user.target.name
         return n in RULES or n in RESHAPES or n in PERMUTES or n == "expand" or \
-            n in REDUCTIONS or n in SOFTMAXES
+            n in REDUCTIONS or n in EPILOGUE_BIAS
 
     def settle(self, node: Node, e: Expr) -> Expr:
         """Store ``e`` now if its consumers cannot all read it inline."""
@@ -163,6 +278,8 @@ class Fuser:
                 e = self.as_load(buf)
                 self.val[id(v)] = e
             return broadcast(e, shape)
+        if isinstance(v, SymInt):  # a size of a dynamic graph: an int64 kernel parameter
+            return Const(v, D.int64)
         if isinstance(v, (bool, int, float)):
             return Const(v, D.scalar_dtype(v))
         return v
@@ -172,6 +289,7 @@ class Fuser:
         ins = self.g.inputs
         for node, st in zip(ins, self.input_strides):
             buf = self.new_buffer(node.meta, st)
+            buf.step = -1
             self.plan.inputs.append(buf)
             self.val[id(node)] = self.as_load(buf)
         for node in self.g.nodes:
@@ -188,14 +306,17 @@ class Fuser:
                 self.plan.outputs.append(("input", ins.index(o)))
             else:
                 self.plan.outputs.append(self.materialize(self.val[id(o)], ""))
+        self.finish()
         return self.plan
 
     def call(self, node: Node) -> None:
         name = node.target.name
         tensor_metas = pytree.collect((node.args, node.kwargs), Node, [])
-        ok_types = isinstance(node.meta, TensorMeta) and node.meta.dtype in LOWERABLE_DTYPES \
-            and all(isinstance(m.meta, TensorMeta) and m.meta.dtype in LOWERABLE_DTYPES
-                    for m in tensor_metas)
+        outs = node.meta if isinstance(node.meta, tuple) else (node.meta,)
+        ok_types = all(m is None or isinstance(m, TensorMeta) and m.dtype in LOWERABLE_DTYPES
+                       for m in outs) and \
+            all(isinstance(t.meta, TensorMeta) and t.meta.dtype in LOWERABLE_DTYPES
+                for t in tensor_metas)
         e = None
         if ok_types:
             try:
@@ -204,11 +325,19 @@ class Fuser:
                 self.plan.fusion_log.append(f"{node.name} ({name}): runs eagerly ({r})")
         if e is None:
             self.eager(node)
+        elif isinstance(e, list):  # a multi-output reduction's buffers
+            self.val[id(node)] = e
         else:
             self.val[id(node)] = self.settle(node, e)
 
-    def lower(self, node: Node, name: str) -> Expr | None:
+    def lower(self, node: Node, name: str) -> Expr | list | None:
         a = bound_args(node)
+        if name in REDUCTIONS:
+            return self.reduction(node, name, a)
+        if name in EPILOGUE_BIAS and isinstance(a.get("bias"), Node):
+            return self.bias_epilogue(node, a)
+        if isinstance(node.meta, tuple):  # other multi-output ops (batch norm) run eagerly
+            return None
         shape = node.meta.shape
         if name in RULES:
             tp = node.target.tensor_params
@@ -236,47 +365,239 @@ class Fuser:
             else:
                 dims = dims[::-1]
             return permute(src, dims)
-        if name in REDUCTIONS or name in SOFTMAXES:
-            return self.reduction(node, name, a, src)
         return None
 
-    def reduction(self, node: Node, name: str, a: dict, src: Expr) -> Expr:
-        nd = len(src.shape)
-        dim = a.get("dim")
-        if dim is None:
-            dims = list(range(nd))
-        elif isinstance(dim, int):
-            dims = [_wrap_dim(dim, nd)]
+    # ------------------------------------------------------------------ rows kernels
+    def rows_space(self, shape: tuple, red: list) -> tuple:
+        kept = [d for d in range(len(shape)) if d not in red]
+        return (tuple(kept + red), tuple(shape[d] for d in kept),
+                _numel([shape[d] for d in red]), tuple(shape))
+
+    @staticmethod
+    def to_space(e: Expr, space: tuple) -> Expr | None:
+        """``e`` (of the space's source shape) indexed as outer + (row,), or None when a
+        collapsed row is not one stride in ``e``'s layout."""
+        perm, outer, n, _ = space
+        if isinstance(e, Const):
+            return e
+        if list(perm) != list(range(len(perm))):
+            e = permute(e, list(perm))
+        return reshape(e, tuple(outer) + (n,))
+
+    def out_strides(self, meta: TensorMeta, k: RowsKernel) -> tuple | None:
+        probe = Buffer("probe", meta, contiguous_strides(meta.shape))
+        r = self.to_space(self.as_load(probe), k.space)
+        return None if r is None else r.strides
+
+    def new_rows_kernel(self, space: tuple) -> RowsKernel:
+        k = RowsKernel(len(self.plan.kernels), space, len(self.plan.steps))
+        self.plan.kernels.append(k)
+        self.plan.steps.append(Step("kernel", kernel=k))
+        self.rows_kernels.append(k)
+        return k
+
+    def bind(self, k: RowsKernel, e: Expr) -> Expr | None:
+        """``e`` (in ``k``'s space) as ``k`` can compute it: loads of ``k``'s per-row results
+        become those results; None if ``e`` reads a buffer not yet written when ``k`` runs."""
+        lin = contiguous_strides(k.outer)
+
+        def leaf(ld: Load) -> Expr | None:
+            b = ld.buf
+            if getattr(b, "rows_owner", None) is k:
+                row_const = ld.strides[-1] == 0 or k.n == 1
+                same_row = all(n == 1 or s == t for n, s, t in zip(k.outer, ld.strides, lin))
+                for buf, ex in k.scalar_outs:
+                    if buf is b and row_const and same_row:
+                        return cast(ex, b.meta.dtype)  # the value as stored
+                return None
+            return ld if b.step < k.step else None
+        return substitute(e, leaf)
+
+    def pick_rows_kernel(self, space: tuple, exprs: list) -> tuple:
+        """The latest kernel over the same rows that can take ``exprs`` (bound to it), or
+        (None, exprs) for a new kernel."""
+        for k in reversed(self.rows_kernels):
+            if k.space != space:
+                continue
+            bound = [self.bind(k, e) for e in exprs]
+            if all(b is not None for b in bound):
+                return k, bound
+        return None, exprs
+
+    def join_rows(self, e: Expr) -> Buffer | None:
+        """Compute pointwise ``e`` in the last pass of the rows kernel whose per-row results it
+        reads (``x - x.mean(-1, keepdim=True)``), instead of a kernel of its own."""
+        owners = [getattr(ld.buf, "rows_owner", None) for ld in loads_of(e)]
+        owners = [k for k in owners if k is not None]
+        if not owners:
+            return None
+        k = max(owners, key=lambda k: k.step)
+        meta = TensorMeta(e.shape, e.dtype)
+        if [n for n in e.shape if n != 1] == [n for n in k.outer if n != 1]:
+            # one value per row (``x.amax(-1) * 2``): stored with the kernel's statistics
+            te = reshape(e, tuple(k.outer) + (1,))
+            te = None if te is None else self.bind(k, te)
+            if te is None:
+                return None
+            buf = self.new_buffer(meta)
+            buf.step, buf.rows_owner = k.step, k
+            k.scalar_outs.append((buf, te))
         else:
-            dims = [_wrap_dim(d, nd) for d in dim]
-        if nd == 0 or dims != [nd - 1] or src.shape[-1] == 0:
-            raise _Refuse("only last-dimension reductions of non-empty rows are generated")
+            if tuple(e.shape) != k.src_shape or not (
+                    _numel(k.outer) >= ROW_JOIN_MIN_ROWS or k.n <= ROW_JOIN_MAX_LENGTH):
+                return None
+            te, st = self.to_space(e, k.space), self.out_strides(meta, k)
+            te = None if te is None or st is None else self.bind(k, te)
+            if te is None:
+                return None
+            buf = self.new_buffer(meta)
+            buf.step, buf.rows_owner = k.step, k
+            k.row_outs.append((buf, te, st))
+        self._mark_reads(te, set())
+        self.plan.fusion_log.append(f"{buf.name}: computed in rows kernel {k.name}")
+        return buf
+
+    def join_pointwise(self, e: Expr) -> Buffer | None:
+        """Store ``e`` from the pointwise kernel whose output it reads element for element (an
+        activation after a bias add that is itself kept for backward): one pass, two
+        outputs, the shared value computed once."""
+        by_kernel = {id(k.out): k for k in self.plan.kernels[-4:] if isinstance(k, Kernel)}
+        same = [by_kernel[id(ld.buf)] for ld in loads_of(e) if id(ld.buf) in by_kernel
+                and ld.strides == ld.buf.strides and ld.shape == ld.buf.meta.shape]
+        if not same:
+            return None
+        k = max(same, key=lambda k: k.out.step)
+        if tuple(k.expr.shape) != tuple(e.shape):
+            return None
+        mine = {id(b): ex for b, ex in [(k.out, k.expr), *k.extra]}
+
+        def leaf(ld: Load) -> Expr | None:
+            if id(ld.buf) in mine:
+                ok = ld.strides == ld.buf.strides and ld.shape == ld.buf.meta.shape
+                return mine[id(ld.buf)] if ok else None
+            return ld if ld.buf.step < k.out.step else None
+        te = substitute(e, leaf)
+        if te is None:
+            return None
+        buf = self.new_buffer(TensorMeta(e.shape, e.dtype))
+        buf.step = k.out.step
+        self._mark_reads(te, set())
+        k.extra.append((buf, te))
+        self.plan.fusion_log.append(f"{buf.name}: a second output of kernel {k.name}")
+        return buf
+
+    def reduction(self, node: Node, name: str, a: dict) -> Expr | list:
+        spec = REDUCTIONS[name]
+        src = self.val.get(id(a.get(spec.main)))
+        if src is None or isinstance(src, (Const, list)):
+            raise _Refuse("input is not a lowered tensor")
+        if _numel(src.shape) == 0:
+            raise _Refuse("empty input")
+        red = spec.dims(a, tuple(src.shape))
+        if red is None:
+            raise _Refuse("a layout the generated kernel does not cover")
+        rows = self.make_rows(node, name, a, spec, src, red)
+        r = spec.build(node, a, rows)
+        if r is None:
+            assert not rows.touched, "a reduction rule refuses before building"
+            raise _Refuse(f"dtype {node.meta}")
+        if rows.k is not None and rows.k is rows.joined:
+            self.plan.fusion_log.append(f"{node.name} ({name}): joins rows kernel {rows.k.name}")
+        return r if isinstance(r, list) else self.as_load(r)
+
+    def make_rows(self, node: Node, name: str, a: dict, spec, src: Expr, red: list) -> Rows:
+        """The builder for reducing ``src`` (and the spec's other operands) over ``red``."""
+        space = self.rows_space(src.shape, red)
+        extra = {p: self.operand(a[p], src.shape) for p in spec.extra if a.get(p) is not None}
+        exprs = [src, *extra.values()]
+        mapped = []
+        for e in exprs:
+            m = self.to_space(e, space)
+            if m is None:  # reduced dims that no single stride walks: copy in row order first
+                pe = permute(e, list(space[0]))
+                buf = self.new_buffer(TensorMeta(pe.shape, pe.dtype))
+                self.kernel("pointwise", pe, buf, {})
+                self.plan.fusion_log.append(f"{buf.name}: stored ({node.name}: {name} rows "
+                                            "are not one stride apart)")
+                m = self.to_space(self.as_load(buf), (tuple(range(len(red) + len(space[1]))),
+                                                      space[1], space[2], None))
+            mapped.append(m)
+        k, bound = self.pick_rows_kernel(space, mapped)
+        indices_used = any(u is not None and u.kind == "getitem" and u.target == 1
+                           for u in self.users[node])
+        rows = Rows(self, space, k, bound[0], dict(zip(extra, bound[1:])), name, indices_used)
+        rows.joined = k
+        rows.over = lambda dims: self.make_rows(node, name, a, spec, src, dims)
+        return rows
+
+    def finish(self) -> None:
+        """Drop per-row results nobody reads any more (they were joined into their kernel's
+        later passes) and name the rows kernels after what they compute."""
+        used: set = set()
+        for k in self.plan.kernels:
+            for e in k.exprs():
+                used.update(id(ld.buf) for ld in loads_of(e))
+        for s in self.plan.steps:
+            if s.kind != "kernel":
+                used.update(id(b) for b in s.inputs.values())
+        used.update(id(o) for o in self.plan.outputs if isinstance(o, Buffer))
+        for k in self.rows_kernels:
+            k.scalar_outs = [(b, e) for b, e in k.scalar_outs if id(b) in used]
+            labels: list = []
+            seen: set = set()
+            for e in k.exprs():
+                _labels(e, labels, seen)
+            kinds = [o for o in dict.fromkeys(k.ops) if o not in labels[:6]]
+            k.name = f"k{k.index}_" + "_".join(labels[:6] + kinds)
+        for k in self.plan.kernels:
+            if isinstance(k, Kernel) and k.extra:
+                labels, seen = [], set()
+                for e in k.exprs():
+                    _labels(e, labels, seen)
+                k.name = k.name.split("_")[0] + "_" + "_".join(labels[:6])
+        dead = [k for k in self.rows_kernels if not k.outs]
+        self.plan.kernels = [k for k in self.plan.kernels if k not in dead]
+        self.plan.steps = [s for s in self.plan.steps
+                           if not (s.kind == "kernel" and s.kernel in dead)]
+
+    def bias_epilogue(self, node: Node, a: dict) -> Expr:
+        """``linear(x, w, b)``: the library matmul without ``b``, whose add becomes part of the
+        next kernel's expression (with the activation after it): no pass of its own."""
         out = node.meta.dtype
-        if out not in LOWERABLE_DTYPES or (name in SOFTMAXES and out.kind != "f"):
-            raise _Refuse(f"result dtype {out}")
-        if isinstance(src, Const):
-            raise _Refuse("constant input")
-        if a.get("dtype") is not None:
-            src = cast(src, a["dtype"])
-        if name in ("sum", "mean"):
-            acc = D.float64 if out.kind == "f" else D.int64
-        elif name in ("amax", "amin"):
-            acc = compute_dtype(src.dtype)
-        else:
-            acc = D.float64
-        if name in SOFTMAXES:
-            src = cast(src, compute_dtype(out))
-        buf = self.new_buffer(node.meta)
-        self.kernel(name, src, buf, {"acc": acc, "n": src.shape[-1]})
-        return self.as_load(buf)
+        if out.kind != "f":
+            return None
+        pos = node.target.params.index("bias")
+        core = Node(node.name, node.kind, node.target,
+                    tuple(None if i == pos else v for i, v in enumerate(node.args)),
+                    {k: (None if k == "bias" else v) for k, v in node.kwargs.items()},
+                    node.meta)
+        self.eager(core)
+        mm = self.val.pop(id(core))
+        c = compute_dtype(out)
+        bias = cast(self.operand(a["bias"], node.meta.shape), c)
+        return cast(Op("add", [cast(mm, c), bias], c, node.meta.shape, label="bias"), out)
+
+    def view(self, ld: Load) -> Buffer:
+        """A strided view of a buffer (a transposed weight for the library matmul, a broadcast
+        operand) handed to an eager op without copying it: numpy and BLAS take strides."""
+        src = ld.buf
+        src.read_by_kernel = True  # an eager result is made contiguous, so its strides are known
+        out = self.new_buffer(TensorMeta(ld.shape, ld.dtype), ld.strides)
+        self.plan.steps.append(Step("view", src=src, inputs={id(src): src}, outs=[out]))
+        return out
 
     def eager(self, node: Node) -> None:
         ins = pytree.collect((node.args, node.kwargs), Node, [])
         bufs = {}
         for i in ins:
-            if id(i) not in bufs:
-                bufs[id(i)] = self.materialize(self.val[id(i)], f"{i.name} read by eager "
-                                                                f"{node.target.name}")
+            if id(i) in bufs:
+                continue
+            v = self.val[id(i)]
+            if isinstance(v, Load) and not (v.strides == v.buf.strides and
+                                            v.shape == v.buf.meta.shape):
+                bufs[id(i)] = self.view(v)
+            else:
+                bufs[id(i)] = self.materialize(v, f"{i.name} read by eager {node.target.name}")
         if isinstance(node.meta, tuple):
             outs = [self.new_buffer(m) for m in node.meta]
             self.val[id(node)] = outs

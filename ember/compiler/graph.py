@@ -9,10 +9,15 @@ A node is one of
     call     one op-table call; ``target`` is the OpDef, ``args``/``kwargs`` hold Nodes where
              the call had tensors
     getitem  output ``target`` (an int) of a multi-output call node
-    detach   ``args[0]`` cut from autograd
+    detach   ``args[0]`` cut from autograd (a view: it shares the storage)
+    mutate   ``args[0]`` now holds the value ``args[1]`` (an in-place write or ``out=``, as
+             captured); only before the functionalize pass, which turns it into dataflow
 
 ``graph.outputs`` lists the nodes the graph returns; ``graph.output_spec`` rebuilds the
-function's return structure from them (see ``pytree``).
+function's return structure from them (see ``pytree``). After functionalization the outputs
+end with the new values of mutated graph inputs / lifted tensors: ``graph.writebacks`` pairs
+``(input index, output index)``, and the runtime copies each into its tensor after the call
+(``with_writebacks``).
 """
 
 from __future__ import annotations
@@ -92,6 +97,11 @@ class Graph:
         self.nodes: list[Node] = []
         self.outputs: list[Node] = []
         self.output_spec: Any = None
+        self.writebacks: list[tuple[int, int]] = []
+        self.returns_input: dict[int, int] = {}  # output index -> input index it returns
+        # whether passes may add lifted constants as inputs (the caller passes
+        # ``lifted_tensors()``); a derived backward graph's callers pass a fixed list
+        self.constants_as_inputs = True
         self._count = 0
 
     # ------------------------------------------------------------------ building
@@ -114,7 +124,14 @@ class Graph:
         g = Graph()
         g.nodes, g.outputs, g.output_spec, g._count = nodes, outputs, self.output_spec, \
             self._count
+        g.writebacks, g.returns_input = list(self.writebacks), dict(self.returns_input)
+        g.constants_as_inputs = self.constants_as_inputs
         return g
+
+    def lifted_tensors(self) -> list:
+        """The tensors of the ``param`` nodes, in input order (what the caller appends to the
+        call's tensor arguments)."""
+        return [n.target for n in self.nodes if n.kind == "param"]
 
     def users(self) -> dict[Node, list[Node]]:
         """For each node, the nodes that read it (graph outputs count as one user each)."""
@@ -143,11 +160,16 @@ class Graph:
                 rhs = f"ember.ops.{n.target.name}({', '.join(parts)})"
             elif n.kind == "getitem":
                 rhs = f"{n.args[0].name}[{n.target}]"
+            elif n.kind == "mutate":
+                lines.append(f"    {n.args[0].name}.copy_({n.args[1].name})  # in place")
+                continue
             else:
                 rhs = f"{n.args[0].name}.{n.kind}()"
             meta = n.meta if isinstance(n.meta, TensorMeta) else \
                 "(" + ", ".join(map(str, n.meta)) + ")"
             lines.append(f'    {n.name}: "{meta}" = {rhs}')
+        for i, k in self.writebacks:
+            lines.append(f"    # writes {self.outputs[k].name} back into {self.inputs[i].name}")
         lines.append(f"    return ({''.join(o.name + ', ' for o in self.outputs)})")
         text = "\n".join(lines)
         if print_output:
@@ -164,7 +186,7 @@ class Graph:
         seen: set[int] = set()
         names: set[str] = set()
         for n in self.nodes:
-            assert n.kind in ("input", "param", "call", "getitem", "detach"), n.kind
+            assert n.kind in ("input", "param", "call", "getitem", "detach", "mutate"), n.kind
             assert n.name not in names, f"duplicate node name {n.name}"
             names.add(n.name)
             for i in n.inputs():
@@ -177,6 +199,9 @@ class Graph:
             seen.add(id(n))
         for o in self.outputs:
             assert id(o) in seen, f"output {o.name} is not a graph node"
+        n_in = len(self.inputs)
+        for i, k in self.writebacks:
+            assert 0 <= i < n_in and 0 <= k < len(self.outputs), f"bad write-back {(i, k)}"
 
 
 def interpret(graph: Graph) -> Callable[..., tuple]:
@@ -201,6 +226,29 @@ def interpret(graph: Graph) -> Callable[..., tuple]:
         return tuple(env[id(o)] for o in graph.outputs)
 
     return run
+
+
+def with_writebacks(graph: Graph, run: Callable) -> Callable:
+    """``run`` followed by the graph's write-backs: each mutated input or lifted tensor gets
+    its new value through ``copy_`` (under the caller's grad mode, so autograd history and
+    the version counter change as the eager in-place ops would change them). Outputs that
+    were an input itself in eager are that input again."""
+    if not graph.writebacks and not graph.returns_input:
+        return run
+    pairs, same = list(graph.writebacks), dict(graph.returns_input)
+
+    def call(*flat):
+        outs = list(run(*flat))
+        for i, k in pairs:
+            flat[i].copy_(outs[k])
+        for k, i in same.items():
+            outs[k] = flat[i]
+        return tuple(outs)
+
+    for attr in ("forward", "backward", "plan", "graph"):  # what tests and explain() inspect
+        setattr(call, attr, getattr(run, attr, None))
+    call.wrapped = run
+    return call
 
 
 class GraphModule:

@@ -6,10 +6,15 @@ scalar's value, the identity of other objects, grad mode, the default dtype and 
 flags of the compiled module. An entry matches a call when the lists are equal (one C-level
 comparison); on a miss, the first unequal value, named by ``guard_names``, is the recompile
 reason. Lifted tensors (parameters, buffers, globals) are checked the same way at call time.
+
+An entry compiled with symbolic sizes (dynamic shapes) is checked by a ``DynamicGuard``
+instead: the same values except the sizes/strides of its dynamic tensors, plus the shape
+environment's guards over the sizes.
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from .. import _dtype as D
@@ -21,7 +26,9 @@ _SCALARS = (bool, int, float, complex, str, bytes, type(None), D.dtype)
 
 def tensor_key(t: Tensor) -> tuple:
     a = t._data
-    return (t._dtype, a.shape, a.strides, t._leaf_rg or t.grad_fn is not None)
+    # a view's storage offset is guarded too (as_strided reads it); a base array's is 0
+    return (t._dtype, a.shape, a.strides, t._leaf_rg or t.grad_fn is not None,
+            0 if a.base is None else t.storage_offset())
 
 
 def _walk(x: Any, path: str, out: list, names: list | None) -> None:
@@ -128,9 +135,147 @@ def lifted_mismatch(tensors: list[Tensor], keys: list[tuple]) -> str | None:
 
 
 def _fmt(v: Any) -> str:
-    if isinstance(v, tuple) and len(v) == 4 and isinstance(v[0], D.dtype):
+    if isinstance(v, tuple) and len(v) == 5 and isinstance(v[0], D.dtype):
         st = tuple(s // max(v[0].itemsize, 1) for s in v[2])
-        return f"{v[0].name}{list(v[1])} strides={st} requires_grad={v[3]}"
+        off = f" storage_offset={v[4]}" if v[4] else ""
+        return f"{v[0].name}{list(v[1])} strides={st}{off} requires_grad={v[3]}"
     if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], type):
         return f"{v[0].__name__} {v[1]!r}"
     return repr(v)
+
+
+# ---------------------------------------------------------------------- dynamic entries
+def stride_order(strides: tuple) -> tuple:
+    """Dimensions from outermost to innermost by stride (ties: the later dim is inner)."""
+    return tuple(sorted(range(len(strides)), key=lambda d: (-strides[d], d)))
+
+
+def dense_strides(shape: tuple, order: tuple) -> tuple:
+    """Strides of a dense layout of ``shape`` whose dims nest as ``order`` (outer first);
+    works on symbolic sizes."""
+    out: list = [0] * len(shape)
+    acc: Any = 1
+    for d in reversed(order):
+        out[d] = acc
+        acc = acc * shape[d]
+    return tuple(out)
+
+
+def dense_order(t: Tensor) -> tuple | None:
+    """The nesting order of ``t``'s dims when ``t`` is dense in it (contiguous, transposed,
+    permuted), else None: only such tensors get symbolic strides."""
+    st = t.stride()
+    order = stride_order(st)
+    if any(n <= 1 for n in t.shape) and not t.is_contiguous():
+        return None  # size-0/1 dims make the order ambiguous
+    if dense_strides(tuple(t.shape), order) != tuple(st):
+        return None
+    return order
+
+
+class DynamicGuard:
+    """The guard of an entry compiled with symbolic sizes: the call's guard values equal the
+    entry's except the dynamic tensors', which need the same dtype, rank, static sizes,
+    requires_grad and a dense layout in the same dim order; the symbols (read from those
+    sizes) satisfy the shape environment's ranges and recorded guards, and the graph's
+    fitted sizes are re-checked once per new set of sizes."""
+
+    def __init__(self, guard_values: list, tensor_specs: dict, env, revalidate):
+        """``tensor_specs``: flat tensor index -> (symbolic shape, dim order)."""
+        positions = [i for i, v in enumerate(guard_values)
+                     if isinstance(v, tuple) and len(v) == 5 and isinstance(v[0], D.dtype)]
+        self.env = env
+        self.patterns = {}
+        for flat, (shape, order) in tensor_specs.items():
+            pos = positions[flat]
+            dt, _, _, rg, _ = guard_values[pos]
+            static = tuple(None if not isinstance(n, int) else n for n in shape)
+            self.patterns[pos] = (dt, static, order, rg)
+        self.static_pos = [i for i in range(len(guard_values)) if i not in self.patterns]
+        self.expected = guard_values
+        sources: dict = {}
+        for flat, (shape, _) in tensor_specs.items():
+            for d, n in enumerate(shape):
+                s = n.as_symbol() if not isinstance(n, int) else None
+                if s is not None and s not in sources:
+                    sources[s] = (positions[flat], d)
+        self.sources = [sources.get(s) for s in env.symbols]
+        self.check = env.check_function()
+        self.revalidate = revalidate
+        self.validated: dict[tuple, str | None] = {}
+        # the per-call fast path (``ok``): static values compared in one C-level step
+        self._static_vals = tuple(guard_values[i] for i in self.static_pos)
+        self._get_static = (lambda gv: tuple(gv[i] for i in self.static_pos)) \
+            if len(self.static_pos) < 2 else None
+        if len(self.static_pos) >= 2:
+            self._get_static = operator.itemgetter(*self.static_pos)
+        self._fast = [(pos, dt, len(st), [(d, n) for d, n in enumerate(st) if n is not None],
+                       order, rg) for pos, (dt, st, order, rg) in self.patterns.items()]
+
+    def ok(self, gv: list) -> bool:
+        """``mismatch(gv) is None``, faster (called on every call of the entry)."""
+        if len(gv) != len(self.expected) or self._get_static(gv) != self._static_vals:
+            return False
+        for pos, dt, nd, fixed, order, rg in self._fast:
+            v = gv[pos]
+            if type(v) is not tuple or len(v) != 5 or v[0] is not dt or v[3] != rg:
+                return False
+            shape, strides = v[1], v[2]
+            if len(shape) != nd or any(shape[d] != n for d, n in fixed):
+                return False
+            acc = dt.itemsize
+            for d in reversed(order):
+                if strides[d] != acc:
+                    return False
+                acc *= shape[d]
+        vals = self.bindings(gv)
+        if vals and not self.check(*vals):
+            return False
+        bad = self.validated.get(vals, False)
+        if bad is False:
+            return self.mismatch(gv) is None
+        return bad is None
+
+    def bindings(self, gv: list) -> tuple | None:
+        vals = []
+        for s, src in zip(self.env.symbols, self.sources):
+            vals.append(s.hint if src is None else gv[src[0]][1][src[1]])
+        return tuple(vals)
+
+    def mismatch(self, gv: list, names: list[str] | None = None) -> str | None:
+        """None when the entry serves this call, else the first failing guard."""
+        if len(gv) != len(self.expected):
+            return "argument structure changed"
+        exp = self.expected
+        for i in self.static_pos:
+            if gv[i] != exp[i]:
+                return first_mismatch([exp[i]], [gv[i]], [names[i] if names else f"guard {i}"])
+        for pos, (dt, static, order, rg) in self.patterns.items():
+            v = gv[pos]
+            name = names[pos] if names else "a dynamic tensor"
+            if not (isinstance(v, tuple) and len(v) == 5 and v[0] is dt and v[3] == rg
+                    and len(v[1]) == len(static)):
+                return f"{name}: expected {dt.name} rank {len(static)} requires_grad={rg}, " \
+                       f"actual {_fmt(v)}"
+            for d, (n, m) in enumerate(zip(static, v[1])):
+                if n is not None and n != m:
+                    return f"{name} size mismatch at index {d}. expected {n}, actual {m}"
+            el = max(dt.itemsize, 1)
+            if dense_strides(v[1], order) != tuple(s // el for s in v[2]):
+                return f"{name}: not dense in the compiled layout (strides {v[2]})"
+        vals = self.bindings(gv)
+        if vals and not self.check(*vals):
+            env = self.env
+            for g in env.all_guards():
+                ok = eval(g, {s.name: x for s, x in zip(env.symbols, vals)})
+                if not ok:
+                    where = ", ".join(f"{s.name}={x} ({s.source})" for s, x in
+                                      zip(env.symbols, vals))
+                    return f"shape guard {g} failed with {where}"
+            return "shape guards failed"
+        if vals not in self.validated:
+            if len(self.validated) > 1024:
+                self.validated.clear()
+            self.validated[vals] = self.revalidate(dict(zip(self.env.symbols, vals)))
+        bad = self.validated[vals]
+        return f"dynamic graph not valid at these sizes: {bad}" if bad else None

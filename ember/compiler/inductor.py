@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -16,6 +17,16 @@ from .fusion import plan as make_plan
 from .graph import Graph, Node
 from .lower import contiguous_strides
 from .runtime import build
+
+# Generated kernels are short OpenMP regions between numpy/BLAS calls that run threads of their
+# own: OpenMP threads spinning after each region would take those cores (read when the OpenMP
+# runtime loads with the first kernel library; a user's setting wins).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def _contiguous(a: np.ndarray) -> np.ndarray:
+    """``a`` in C order, keeping its shape (``np.ascontiguousarray`` turns 0-d into 1-d)."""
+    return np.require(a, requirements="C")
 
 
 class CompiledGraph:
@@ -32,7 +43,8 @@ class CompiledGraph:
         self.plan = make_plan(graph, strides)
         self.c_source, self.wrapper_source, kparams = generate(self.plan, openmp,
                                                                contiguous_inputs)
-        env: dict = {"_empty": np.empty, "_contig": np.ascontiguousarray, "_wrap": _wrap}
+        env: dict = {"_empty": np.empty, "_contig": _contiguous, "_wrap": _wrap,
+                     "_view": _view}
         for dt in D.ALL:
             name = dt.name
             env[f"_np_{name}"] = dt.np
@@ -41,7 +53,8 @@ class CompiledGraph:
             lib = build(self.c_source, openmp)
             for k in self.plan.kernels:
                 fn = getattr(lib, k.name)
-                fn.argtypes = [ctypes.c_void_p] * (len(kparams[k.name]) + 1)
+                fn.argtypes = [ctypes.c_void_p] * len(kparams[k.name]) + \
+                    [ctypes.c_int64] * len(self.plan.symbols)  # dynamic sizes
                 fn.restype = None
                 env[f"_k_{k.name}"] = fn
         for s in self.plan.steps:
@@ -52,6 +65,11 @@ class CompiledGraph:
 
     def __call__(self, *flat_inputs) -> tuple:
         return self._call(flat_inputs)
+
+
+def _view(a: np.ndarray, shape: tuple, strides: tuple) -> np.ndarray:
+    """``a``'s memory seen with element ``strides`` (index arithmetic the plan worked out)."""
+    return np.lib.stride_tricks.as_strided(a, shape, tuple(s * a.itemsize for s in strides))
 
 
 def _eager_step(node: Node, input_ids: list, tuple_out: bool) -> Callable:

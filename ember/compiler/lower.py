@@ -6,9 +6,12 @@ stride-compatible reshapes only rewrite those strides (views are index arithmeti
 copies). A pointwise op builds a new ``Op`` over its operands' expressions; nothing is stored
 until a value must exist in memory ("materialized"): a graph output, a value read more than
 once, or one read by something that cannot fuse it. A materialized expression becomes one
-pointwise kernel (the whole producer chain fused into it); a last-dim sum/mean/amax/amin or
-softmax/log_softmax becomes one reduction kernel that evaluates its input chain inline. Any
-other op runs its eager implementation from the Python wrapper (``Step('eager')``).
+pointwise kernel (the whole producer chain fused into it). A reduction (over any dims) is
+lowered in a "rows" iteration space: the kept dims outside, the reduced dims permuted last and
+collapsed into one row; its statistics are ``RowRef``s, per-row locals of a rows kernel that
+later reductions and pointwise consumers over the same rows join (softmax, var, LayerNorm are
+one kernel each). Any other op runs its eager implementation from the Python wrapper
+(``Step('eager')``).
 Every refusal to fuse is recorded in ``plan.fusion_log``.
 """
 
@@ -46,6 +49,8 @@ class Buffer:
     def __init__(self, name: str, meta: TensorMeta, strides: tuple):
         self.name, self.meta, self.strides = name, meta, tuple(strides)
         self.read_by_kernel = False
+        self.step = -1  # index of the plan step that writes it (-1: a graph input)
+        self.rows_owner = None  # the rows kernel writing it, if any
 
 
 class Expr:
@@ -75,11 +80,19 @@ class Op(Expr):
         self.attrs, self.label = tuple(attrs), label
 
 
+class RowRef(Expr):
+    """The result of reduction phase ``phase`` of the enclosing rows kernel, for the current
+    row (constant along the row)."""
+
+    def __init__(self, phase: int, dtype: D.dtype, shape: tuple):
+        self.phase, self.dtype, self.shape = phase, dtype, tuple(shape)
+
+
 def _map_loads(e: Expr, shape: tuple, fn, memo: dict) -> Expr | None:
     """``e`` re-indexed to ``shape`` with ``fn(load) -> new strides or None`` on each leaf."""
     if id(e) in memo:
         return memo[id(e)]
-    if isinstance(e, Const):
+    if isinstance(e, (Const, RowRef)):
         r: Expr | None = e
     elif isinstance(e, Load):
         st = fn(e)
@@ -184,3 +197,34 @@ def bound_args(node: Node) -> dict:
     out.update(zip(op.params, node.args))
     out.update(node.kwargs)
     return out
+
+
+def loads_of(e: Expr, out: list | None = None, seen: set | None = None) -> list:
+    """Every ``Load`` leaf of ``e`` (each once)."""
+    out = [] if out is None else out
+    seen = set() if seen is None else seen
+    if id(e) in seen:
+        return out
+    seen.add(id(e))
+    if isinstance(e, Load):
+        out.append(e)
+    for a in getattr(e, "args", ()):
+        loads_of(a, out, seen)
+    return out
+
+
+def substitute(e: Expr, fn, memo: dict | None = None) -> Expr | None:
+    """``e`` with every Load replaced by ``fn(load)`` (an Expr, or None to give up)."""
+    memo = {} if memo is None else memo
+    if id(e) in memo:
+        return memo[id(e)]
+    if isinstance(e, Load):
+        r = fn(e)
+    elif isinstance(e, Op):
+        args = [substitute(a, fn, memo) for a in e.args]
+        r = None if any(a is None for a in args) else \
+            Op(e.prim, args, e.dtype, e.shape, e.attrs, e.label)
+    else:
+        r = e
+    memo[id(e)] = r
+    return r

@@ -13,10 +13,12 @@ import math
 from collections.abc import Callable
 
 from .. import _dtype as D
+from .graph import TensorMeta
 from .lower import Const, Expr, Op, cast, compute_dtype, promoted
 
 _SQRT1_2 = 1 / math.sqrt(2.0)
 _TANH_K = math.sqrt(2.0 / math.pi)
+_GELU_PDF = 1 / math.sqrt(2.0 * math.pi)
 
 
 def _out(node) -> tuple[D.dtype, D.dtype, tuple]:
@@ -117,14 +119,56 @@ def _gelu(node, a, raw):
 
     def op(prim, *args):
         return Op(prim, [v if isinstance(v, Expr) else Const(v, c) for v in args], c, shape)
-    if a["approximate"] == "none":  # x * (erf(x / sqrt 2) + 1) * 0.5, as the eager kernel
-        inner = op("add", op("erf", op("mul", x, _SQRT1_2)), 1)
-    else:  # x * (tanh((x + x**3 * 0.044715) * k) + 1) * 0.5
-        cube = op("mul", op("pow", x, 3), 0.044715)
-        inner = op("add", op("tanh", op("mul", op("add", x, cube), _TANH_K)), 1)
-    r = op("mul", op("mul", x, inner), 0.5)
+    # ((erf(x / sqrt 2) or tanh(k (x^3 c + x))) + 1) * 0.5 * x, in the eager kernel's order
+    if a["approximate"] == "none":
+        inner = op("erf", op("mul", x, _SQRT1_2))
+    else:
+        inner = op("tanh", op("mul", op("add", op("mul", op("mul", op("mul", x, x), x),
+                                                  0.044715), x), _TANH_K))
+    r = op("mul", op("mul", op("add", inner, 1), 0.5), x)
     r.label = "gelu"
     return cast(r, out)
+
+
+def _gelu_backward(node, a, raw):
+    """grad * gelu'(x) in the eager kernel's order of operations."""
+    out, c, shape = _out(node)
+    if out.kind != "f" or a["approximate"] not in ("none", "tanh"):
+        return None
+    x, g = cast(a["input"], c), cast(a["grad"], c)
+
+    def op(prim, *args):
+        return Op(prim, [v if isinstance(v, Expr) else Const(v, c) for v in args], c, shape)
+    xx = op("mul", x, x)
+    if a["approximate"] == "tanh":
+        t = op("tanh", op("mul", op("add", op("mul", op("mul", xx, x), 0.044715), x), _TANH_K))
+        d = op("mul", op("mul", op("add", op("mul", xx, 3 * 0.044715), 1), _TANH_K * 0.5), x)
+        d = op("mul", d, op("sub", 1, op("mul", t, t)))
+    else:
+        t = op("erf", op("mul", x, _SQRT1_2))
+        d = op("mul", op("mul", op("exp", op("mul", xx, -0.5)), _GELU_PDF), x)
+    r = op("mul", op("add", op("mul", op("add", t, 1), 0.5), d), g)
+    r.label = "gelu_backward"
+    return cast(r, out)
+
+
+def _sign(node, a, raw):
+    """-1, 0 or 1 (0 for NaN and for -0, as the eager kernel)."""
+    out, c, shape = _out(node)
+    if out.kind not in "fiu":
+        return None
+    x = cast(a["input"], c)
+    pos = Op("gt", [x, Const(0, c)], D.bool_, shape)
+    neg = Op("lt", [x, Const(0, c)], D.bool_, shape)
+    r = Op("where", [pos, Const(1, c), Op("where", [neg, Const(-1, c), Const(0, c)], c, shape)],
+           c, shape, label="sign")
+    return cast(r, out)
+
+
+def _logical_not(node, a, raw):
+    x = a["input"]
+    zero = Const(0, compute_dtype(x.dtype) if x.dtype is not D.bool_ else D.bool_)
+    return Op("eq", [cast(x, zero.dtype), zero], D.bool_, node.meta.shape, label="logical_not")
 
 
 def _to_copy(node, a, raw):
@@ -147,6 +191,8 @@ RULES: dict[str, Callable] = {
     "reciprocal": _float_unary("reciprocal"), "sin": _float_unary("sin"),
     "cos": _float_unary("cos"), "log1p": _float_unary("log1p"),
     "expm1": _float_unary("expm1"), "silu": _silu, "gelu": _gelu,
+    "gelu_backward": _gelu_backward, "sign": _sign, "sgn": _sign,
+    "logical_not": _logical_not,
     "eq": _compare("eq"), "ne": _compare("ne"), "lt": _compare("lt"), "le": _compare("le"),
     "gt": _compare("gt"), "ge": _compare("ge"),
     "_to_copy": _to_copy, "clone": _identity,
@@ -155,5 +201,300 @@ RULES: dict[str, Callable] = {
 # views lowered as index arithmetic (the output's element order is row-major of the input's)
 RESHAPES = frozenset(["view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze"])
 PERMUTES = frozenset(["transpose", "permute", "t"])
-REDUCTIONS = frozenset(["sum", "mean", "amax", "amin"])
-SOFTMAXES = frozenset(["softmax", "log_softmax"])
+
+
+# ---------------------------------------------------------------------- reductions
+# A reduction rule gets the call node, its arguments and a ``Rows`` builder (fusion.py) whose
+# ``x`` is the main input in the rows iteration space (kept dims, then one row of the reduced
+# elements). It adds reduction phases (``rows.reduce``: sum / prod / max / min over the row,
+# giving a per-row ``RowRef``) and outputs (``rows.scalar_out``: one value per row;
+# ``rows.row_out``: one per element). Every check that can refuse comes before the first phase.
+def _all_dims(nd: int) -> list:
+    return list(range(nd))
+
+
+def _wrap_dims(dims, nd: int) -> list:
+    if nd == 0:
+        return []  # dim 0 / -1 of a 0-dim tensor: a reduction over nothing
+    return sorted({d + nd if d < 0 else d for d in dims})
+
+
+def _dim_list(key: str = "dim") -> Callable:
+    """``dim`` as PyTorch's reductions read it: None or () reduces everything."""
+    def dims(a: dict, shape: tuple) -> list:
+        nd = len(shape)
+        d = a.get(key)
+        if d is None or (isinstance(d, (tuple, list)) and not d):
+            return _all_dims(nd)
+        return _wrap_dims([d] if isinstance(d, int) else d, nd)
+    return dims
+
+
+def _moment_dims(a: dict, shape: tuple) -> list:
+    d = a.get("dim")
+    return _dim_list()({"dim": None if isinstance(d, bool) else d}, shape)
+
+
+def _trailing(a: dict, shape: tuple) -> list:
+    nd = len(shape)
+    return list(range(nd - len(a["normalized_shape"]), nd))
+
+
+def _to_size(a: dict, shape: tuple) -> list:
+    """sum_to_size: the leading dims, and those where the target size is 1."""
+    size = a["size"]
+    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+    lead = len(shape) - len(size)
+    return list(range(lead)) + [lead + i for i, n in enumerate(size)
+                                if n == 1 and shape[lead + i] != 1]
+
+
+def _op(prim: str, args: list, dt: D.dtype, label: str = "") -> Op:
+    shape = next((x.shape for x in args if not isinstance(x, Const)), ())
+    return Op(prim, args, dt, shape, label=label)
+
+
+def _short(n) -> bool:
+    """A row short enough that LANES partial sums in float32 stay as accurate as the eager
+    kernel's pairwise float32 sum (each lane adds at most n / 16 terms of one sign)."""
+    return isinstance(n, int) and n <= 1 << 12
+
+
+def _sum(kind: str) -> Callable:
+    """sum / mean: a float64 (floats) or int64 accumulator, as wide as the eager kernels'."""
+    def build(node, a, rows):
+        out = node.meta.dtype
+        x = rows.x if a.get("dtype") is None else cast(rows.x, a["dtype"])
+        if kind == "mean" and out.kind != "f":
+            return None
+        acc = D.float64 if out.kind == "f" else D.int64
+        s = rows.reduce("sum", x, acc)
+        if kind == "mean":
+            s = _op("div", [s, Const(rows.n, acc)], acc)
+        return rows.scalar_out(node.meta, s)
+    return build
+
+
+def _prod(node, a, rows):
+    out = node.meta.dtype
+    x = rows.x if a.get("dtype") is None else cast(rows.x, a["dtype"])
+    # the accumulator has the eager kernel's type, so overflow to inf happens as there
+    acc = compute_dtype(out) if out.kind == "f" else D.int64
+    return rows.scalar_out(node.meta, rows.reduce("prod", x, acc))
+
+
+def _extreme(prim: str) -> Callable:
+    """amax / amin / max / min values (NaN propagates). ``max(x, dim)``'s indices are not
+    generated: a call whose indices are read runs eagerly."""
+    def build(node, a, rows):
+        metas = node.meta if isinstance(node.meta, tuple) else (node.meta,)
+        if len(metas) > 1 and rows.indices_used:
+            return None
+        r = rows.reduce(prim, rows.x, compute_dtype(rows.x.dtype))
+        buf = rows.scalar_out(metas[0], r)
+        return [buf, None] if len(metas) > 1 else buf
+    return build
+
+
+def _correction(a: dict) -> int:
+    unbiased, corr = a.get("unbiased"), a.get("correction")
+    if isinstance(a.get("dim"), bool):
+        unbiased = a["dim"]
+    if corr is None:
+        corr = 0 if unbiased is False else 1
+    return corr
+
+
+def _mean_and_centred(rows, c: D.dtype):
+    """mean over the row (a float64 sum, rounded to ``c`` as the eager mean is) and x - mean."""
+    xc = cast(rows.x, c)
+    mean = cast(_op("div", [rows.reduce("sum", xc, D.float64), Const(rows.n, D.float64)],
+                    D.float64), c)
+    return mean, _op("sub", [xc, mean], c)
+
+
+def _moments(outputs: str) -> Callable:
+    """var / std / var_mean / std_mean: two passes over the row inside one kernel (mean, then
+    the sum of squared deviations), with PyTorch's divisor max(0, N - correction)."""
+    def build(node, a, rows):
+        metas = node.meta if isinstance(node.meta, tuple) else (node.meta,)
+        out = metas[0].dtype
+        if out.kind != "f" or rows.x.dtype.kind != "f":
+            return None
+        c = compute_dtype(out)
+        dof = rows.n - _correction(a)
+        mean, d = _mean_and_centred(rows, c)
+        ss = rows.reduce("sum", _op("mul", [d, d], c), D.float64)
+        spread = _op("div", [cast(ss, c), Const(max(0, dof), c)], c, "var")
+        if outputs.startswith("std"):
+            spread = _op("sqrt", [spread], c, "std")
+        first = rows.scalar_out(metas[0], spread)
+        if len(metas) == 1:
+            return first
+        return [first, rows.scalar_out(metas[1], mean)]
+    return build
+
+
+def _softmax(kind: str) -> Callable:
+    """max, sum of exp(x - max), then the row: three passes over a row that stays in cache."""
+    def build(node, a, rows):
+        out = node.meta.dtype
+        if out.kind != "f":
+            return None
+        c = compute_dtype(out)
+        x = rows.x if a.get("dtype") is None else cast(rows.x, a["dtype"])
+        x = cast(x, c)
+        m = rows.reduce("max", x, c)
+        z = _op("sub", [x, m], c)
+        e = _op("exp", [z], c)
+        s = cast(rows.reduce("sum", e, c if _short(rows.n) else D.float64), c)
+        if kind == "log":
+            r = _op("sub", [z, _op("log", [s], c)], c, "log_softmax")
+        else:
+            r = _op("div", [e, s], c, "softmax")
+            if kind == "safe":  # rows of -inf only give zeros, not NaN
+                r = _op("where", [_op("eq", [m, Const(-math.inf, c)], D.bool_),
+                                  Const(0, c), r], c)
+        return rows.row_out(node.meta, r)
+    return build
+
+
+def _norm(center: bool) -> Callable:
+    """native_layer_norm (y, mean, rstd) / _fused_rms_norm (y, rstd) in one kernel, in the
+    eager kernel's order: mean, centred sum of squares / n, 1 / sqrt(var + eps), x̂ * w + b."""
+    def build(node, a, rows):
+        metas = node.meta
+        c = compute_dtype(metas[0].dtype)
+        if c.kind != "f":
+            return None
+        n = Const(rows.n, c)
+        if center:
+            mean, d = _mean_and_centred(rows, c)
+        else:
+            d = cast(rows.x, c)
+        var = _op("div", [cast(rows.reduce("sum", _op("mul", [d, d], c), D.float64), c), n], c)
+        rstd = _op("reciprocal", [_op("sqrt", [_op("add", [var, Const(a["eps"], c)], c)], c)],
+                   c)
+        y = _op("mul", [d, rstd], c, "layer_norm" if center else "rms_norm")
+        if rows.args.get("weight") is not None:
+            y = _op("mul", [y, cast(rows.args["weight"], c)], c)
+        if rows.args.get("bias") is not None:
+            y = _op("add", [y, cast(rows.args["bias"], c)], c)
+        bufs = [rows.row_out(metas[0], y)]
+        if center:
+            bufs.append(rows.scalar_out(metas[1], mean))
+        bufs.append(rows.scalar_out(metas[-1], rstd))
+        return bufs
+    return build
+
+
+def _softmax_backward(kind: str) -> Callable:
+    """softmax: y * (g - sum(g * y)); log_softmax: g - exp(y) * sum(g), as the eager kernels."""
+    def build(node, a, rows):
+        out = node.meta.dtype
+        if out.kind != "f":
+            return None
+        c = compute_dtype(out)
+        g, y = cast(rows.x, c), cast(rows.args["output"], c)
+        acc = c if _short(rows.n) else D.float64
+        if kind == "log":
+            s = cast(rows.reduce("sum", g, acc), c)
+            r = _op("sub", [g, _op("mul", [_op("exp", [y], c), s], c)], c,
+                    "log_softmax_backward")
+        else:
+            s = cast(rows.reduce("sum", _op("mul", [g, y], c), acc), c)
+            r = _op("mul", [_op("sub", [g, s], c), y], c, "softmax_backward")
+        return rows.row_out(node.meta, r)
+    return build
+
+
+def _layer_layout(a: dict, shape: tuple) -> list | None:
+    """_norm_backward's statistics dims when they are the trailing ones and the parameters'
+    the rest (layer / RMS norm), else None (batch norm's layout runs eagerly)."""
+    stat, param = tuple(a["stat_dims"]), tuple(a["param_dims"])
+    k, nd = len(stat), len(shape)
+    if stat != tuple(range(nd - k, nd)) or param != tuple(range(nd - k)) or not k:
+        return None
+    return list(stat)
+
+
+def _norm_backward(node, a, rows):
+    """(grad_input, grad_weight, grad_bias) of layer / RMS norm: the input gradient in one rows
+    kernel over the normalised dims, the parameter gradients in one column kernel over the
+    batch dims; operations in the eager kernel's order."""
+    metas = node.meta
+    need = a["needs"]
+    if any(need[i] and not isinstance(metas[i], TensorMeta) for i in range(3)) or \
+            metas[0].dtype.kind != "f":
+        return None
+    c = compute_dtype(metas[0].dtype)
+    cols = rows.over(list(a["param_dims"])) if need[1] or need[2] else None
+    out: list = [None, None, None]
+    for r, part in ((rows, "x"), (cols, "params")):
+        if r is None or (part == "x" and not need[0]):
+            continue
+        g, x = cast(r.x, c), cast(r.args["input"], c)
+        rstd, w, mean = (cast(r.args[p], c) if r.args.get(p) is not None else None
+                         for p in ("rstd", "weight", "mean"))
+        xhat = _op("mul", [_op("sub", [x, mean], c) if mean is not None else x, rstd], c)
+        if part == "params":
+            if need[1]:
+                out[1] = r.scalar_out(metas[1], r.reduce("sum", _op("mul", [g, xhat], c),
+                                                         D.float64))
+            if need[2]:
+                out[2] = r.scalar_out(metas[2], r.reduce("sum", g, D.float64))
+            continue
+        gh = _op("mul", [g, w], c) if w is not None else g
+        n = Const(r.n, c)
+        c2 = cast(r.reduce("sum", _op("mul", [gh, xhat], c), D.float64), c)
+        if mean is not None:  # r gh - xhat (sum(gh xhat) r / n) - mean(gh) r
+            c2 = _op("mul", [c2, _op("div", [rstd, n], c)], c)
+            c1 = _op("mul", [cast(_op("div", [r.reduce("sum", gh, D.float64),
+                                              Const(r.n, D.float64)], D.float64), c), rstd], c)
+            gx = _op("sub", [_op("sub", [_op("mul", [gh, rstd], c),
+                                         _op("mul", [xhat, c2], c)], c), c1], c)
+        else:  # (gh - xhat mean(gh xhat)) r
+            c2 = _op("div", [c2, n], c)
+            gx = _op("mul", [_op("sub", [gh, _op("mul", [xhat, c2], c)], c), rstd], c)
+        gx.label = "norm_backward"
+        out[0] = r.row_out(metas[0], gx)
+    return out
+
+
+class Reduction:
+    """How to lower one reduction op: which dims it reduces, its main tensor argument (the
+    one whose layout picks the rows), the other tensor arguments it reads per element, and
+    the builder."""
+
+    def __init__(self, dims: Callable, build: Callable, extra: tuple = (), main: str = "input"):
+        self.dims, self.build, self.extra, self.main = dims, build, extra, main
+
+
+REDUCTIONS: dict[str, Reduction] = {
+    "sum": Reduction(_dim_list(), _sum("sum")),
+    "mean": Reduction(_dim_list(), _sum("mean")),
+    "prod": Reduction(_dim_list(), _prod),
+    "sum_to_size": Reduction(_to_size, _sum("sum")),
+    "amax": Reduction(_dim_list(), _extreme("max")),
+    "amin": Reduction(_dim_list(), _extreme("min")),
+    "max": Reduction(_dim_list(), _extreme("max")),
+    "min": Reduction(_dim_list(), _extreme("min")),
+    "var": Reduction(_moment_dims, _moments("var")),
+    "std": Reduction(_moment_dims, _moments("std")),
+    "var_mean": Reduction(_moment_dims, _moments("var_mean")),
+    "std_mean": Reduction(_moment_dims, _moments("std_mean")),
+    "softmax": Reduction(_dim_list(), _softmax("plain")),
+    "_safe_softmax": Reduction(_dim_list(), _softmax("safe")),
+    "log_softmax": Reduction(_dim_list(), _softmax("log")),
+    "native_layer_norm": Reduction(_trailing, _norm(True), ("weight", "bias")),
+    "_fused_rms_norm": Reduction(_trailing, _norm(False), ("weight",)),
+    "_norm_backward": Reduction(_layer_layout, _norm_backward,
+                                ("input", "mean", "rstd", "weight"), "grad"),
+    "_softmax_backward_data": Reduction(_dim_list(), _softmax_backward("plain"), ("output",),
+                                        "grad_output"),
+    "_log_softmax_backward_data": Reduction(_dim_list(), _softmax_backward("log"), ("output",),
+                                            "grad_output"),
+}
+
+# library calls (BLAS through numpy) whose ``bias`` add is generated into the next kernel
+EPILOGUE_BIAS = frozenset(["linear"])

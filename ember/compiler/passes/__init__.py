@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from ..graph import Graph
+from .constant_fold import constant_fold
 from .cse import cse
 from .dce import dce
+from .decompose import decompose
+from .functionalize import functionalize
 
-# The pipeline every captured graph goes through before a backend sees it.
-PIPELINE = [cse, dce]
+# The pipeline every captured graph goes through before a backend sees it: decompositions
+# may write in place (functionalize must follow them); folding and CSE need a pure graph.
+PIPELINE = [decompose, functionalize, constant_fold, cse, dce]
 
 
 def run_pipeline(graph: Graph) -> Graph:
@@ -17,4 +21,5 @@ def run_pipeline(graph: Graph) -> Graph:
     return graph
 
 
-__all__ = ["PIPELINE", "cse", "dce", "run_pipeline"]
+__all__ = ["PIPELINE", "constant_fold", "cse", "dce", "decompose", "functionalize",
+           "run_pipeline"]

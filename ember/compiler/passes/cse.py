@@ -41,6 +41,10 @@ def cse(graph: Graph) -> Graph:
             nodes.append(n)
             continue
         new = Node(n.name, n.kind, n.target, sub(n.args), sub(n.kwargs), n.meta)
+        if n.kind == "call" and "random" in n.target.tags:  # two draws are two values
+            replace[id(n)] = new
+            nodes.append(new)
+            continue
         try:
             key = (n.kind, id(n.target) if n.kind == "call" else n.target, _key(new.args),
                    _key(new.kwargs))

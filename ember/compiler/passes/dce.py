@@ -7,8 +7,9 @@ from ..graph import Graph
 
 def dce(graph: Graph) -> Graph:
     """A new graph without unused call/getitem/detach nodes (inputs always stay: they fix the
-    calling convention)."""
+    calling convention; random calls stay: each advances the generator, as in eager)."""
     live = {id(o) for o in graph.outputs}
+    live.update(id(n) for n in graph.nodes if n.kind == "call" and "random" in n.target.tags)
     for n in reversed(graph.nodes):
         if id(n) in live:
             live.update(id(i) for i in n.inputs())
