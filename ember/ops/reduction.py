@@ -247,7 +247,9 @@ def mean(xp, input: "Tensor", dim=None, keepdim=False, *, dtype=None):
 def _(ctx, g):
     x = ctx.input
     n = _count(x.shape, reduce_dims(ctx.dim, x.ndim))
-    return unreduce(g, x.shape, ctx.dim, ctx.keepdim) * (1.0 / n if n else math.nan)
+    u = unreduce(g, x.shape, ctx.dim, ctx.keepdim)
+    # divide (as PyTorch does) rather than multiply by 1/n: n may be a compiler's symbolic size
+    return u / n if n else u * math.nan
 
 
 @op(tags=RED, saves=("input",))
