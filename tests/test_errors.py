@@ -2,6 +2,7 @@
 names what was wrong (the op, or the offending shapes/values). Each case runs in both libraries;
 ``says`` lists words ember's message must contain."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -19,6 +20,13 @@ CASES = {
     "where broadcast": (lambda m: m.where(t(m, 3, dtype="bool"), t(m, 2), t(m, 3)), ["size"]),
     "mm shapes": (lambda m: m.mm(t(m, 2, 3), t(m, 4, 5)), ["2x3", "4x5"]),
     "matmul 1d": (lambda m: m.matmul(t(m, 3), t(m, 4)), ["3", "4"]),
+    # operators and methods on same-dtype float tensors take a direct numpy kernel first
+    "@ shapes": (lambda m: t(m, 2, 3) @ t(m, 4, 5), ["2x3", "4x5"]),
+    "@ 0-d": (lambda m: m.tensor(2.0) @ t(m, 3), ["at least 1D"]),
+    "@ batch": (lambda m: t(m, 2, 2, 3, dtype="float64") @ t(m, 3, 3, 2, dtype="float64"),
+                ["size of tensor a (2)", "(3)"]),
+    "div broadcast": (lambda m: t(m, 2, 3, dtype="float64") / t(m, 2), ["size of tensor a (3)"]),
+    "sub method broadcast": (lambda m: t(m, 3).sub(t(m, 4)), ["size of tensor a (3)"]),
     "bmm ndim": (lambda m: m.bmm(t(m, 2, 3), t(m, 3, 2)), ["3"]),
     "cat sizes": (lambda m: m.cat([t(m, 2, 3), t(m, 2, 4)]), ["Sizes of tensors must match"]),
     "stack sizes": (lambda m: m.stack([t(m, 2), t(m, 3)]), ["stack"]),
@@ -61,6 +69,9 @@ CASES = {
     "float bitwise": (lambda m: t(m, 2) & t(m, 2), ["bitwise_and"]),
     "mean int": (lambda m: t(m, 2, dtype="int64").mean(), ["mean(): could not infer output "
                                                            "dtype"]),
+    "std int": (lambda m: t(m, 3, dtype="int64").std(), ["std and var only support floating "
+                                                           "point and complex dtypes"]),
+    "var_mean int": (lambda m: m.var_mean(t(m, 3, dtype="int64")), ["var_mean only support"]),
     "int requires_grad": (lambda m: t(m, 2, dtype="int64").requires_grad_(), ["floating point"]),
     "index float": (lambda m: t(m, 3)[m.tensor([0.5])], ["tensors used as indices must be"]),
     "where cond dtype": (lambda m: m.where(t(m, 2), t(m, 2), t(m, 2)), ["where expected "
@@ -151,6 +162,18 @@ ARG_TYPES = {
     "list None element": lambda m: m.stack((t(m, 2), None)),
     "list not a list": lambda m: m.cat(2),
     "tensor for a list": lambda m: m.stack(t(m, 2, 2)),
+    # composite functions (not ops) check their tensor arguments the same way
+    "view_as": lambda m: t(m, 3).view_as(3),
+    "expand_as list": lambda m: t(m, 3).expand_as([1, 2]),
+    "reshape_as": lambda m: t(m, 3).reshape_as(2.0),
+    "kron second": lambda m: m.kron(t(m, 3), 2),
+    "kron first": lambda m: m.kron(2, t(m, 3)),
+    "outer second": lambda m: m.outer(t(m, 3), 2),
+    "outer first": lambda m: m.outer(2, t(m, 3)),
+    "ger": lambda m: m.ger(t(m, 3), 2),
+    "inner": lambda m: m.inner(t(m, 3), 2),
+    "einsum operand": lambda m: m.einsum("i,i->", t(m, 3), 2),
+    "einsum list operand": lambda m: m.einsum("i->", [1.0]),
 }
 
 
@@ -199,6 +222,12 @@ CASTS = {
     "out exp": lambda m, x: m.exp(x.clone(), out=x),
     "out bitwise_xor": lambda m, x: m.bitwise_xor(x.clone(), 2.5, out=x),
     "out int32 sin": lambda m, x: m.sin(t(m, 3), out=x.int()),
+    # clamp's all-Scalar overload names the target type in C++ ("long int")
+    "clamp_ scalars": lambda m, x: x.clamp_(0.5, 1.5),
+    "clamp_min_ scalar": lambda m, x: x.clamp_min_(0.5),
+    "clamp_max_ scalar": lambda m, x: x.clamp_max_(2.5),
+    "clip_ scalars": lambda m, x: x.clip_(0.5, 1.5),
+    "clamp_ tensor bound": lambda m, x: x.clamp_(t(m, 3), None),
 }
 
 
@@ -213,3 +242,113 @@ def test_inplace_and_out_cast_errors_like_torch(name):
     assert str(ee.value) == str(te.value)
     assert "can't be cast to the desired output type" in str(ee.value)
     assert xs[ember].tolist() == [1, 2, 3] and xs[ember]._version == xs[torch]._version == 0
+
+
+# ---------------------------------------------------------------------- missing arguments
+MISSING = {
+    "addcdiv_": lambda m: t(m, 3).addcdiv_(),
+    "addcmul_": lambda m: t(m, 3).addcmul_(),
+    "add": lambda m: t(m, 3).add(),
+    "sub_": lambda m: t(m, 3).sub_(),
+    "lerp": lambda m: t(m, 3).lerp(),
+    "lerp one": lambda m: t(m, 3).lerp(t(m, 3)),
+    "function": lambda m: m.atan2(t(m, 3)),
+}
+
+
+@pytest.mark.parametrize("name", list(MISSING))
+def test_missing_arguments_are_type_errors(name):
+    with pytest.raises(TypeError):
+        MISSING[name](torch)
+    with pytest.raises(TypeError, match="missing .* required positional argument"):
+        MISSING[name](ember)
+
+
+# ---------------------------------------------------------------------- out= sets the dtype
+# sum/prod/cumsum/cumprod with out= and no dtype compute in the out tensor's dtype (the input is
+# cast first, so float -> int truncates each element); a dtype that differs from out's is an
+# error.
+OUT_DTYPE_OPS = {
+    "sum": lambda m, x, **kw: m.sum(x, 1, **kw),
+    "sum all dims": lambda m, x, **kw: m.sum(x, (0, 1), **kw),
+    "prod": lambda m, x, **kw: m.prod(x, 1, **kw),
+    "cumsum": lambda m, x, **kw: m.cumsum(x, 1, **kw),
+    "cumprod": lambda m, x, **kw: m.cumprod(x, 1, **kw),
+}
+OUT_DTYPE_PAIRS = [("float32", "int64"), ("float32", "bool"), ("int8", "int8"),
+                   ("int8", "float32"), ("float32", "float16"), ("float64", "float32"),
+                   ("int64", "float64")]
+
+
+def _out_dtype_input(m, dtype):
+    vals = [[0.6, 0.7, 1.9], [2.5, -1.5, 3.3]] if "float" in dtype else [[100, 100, 100],
+                                                                          [3, -4, 5]]
+    return m.tensor(vals, dtype=getattr(m, dtype))
+
+
+@pytest.mark.parametrize("src,dst", OUT_DTYPE_PAIRS)
+@pytest.mark.parametrize("name", list(OUT_DTYPE_OPS))
+def test_out_sets_the_computation_dtype(name, src, dst):
+    if dst == "bool" and name.startswith("cum"):
+        return  # PyTorch has no bool kernel for cumsum/cumprod (ember computes one)
+    got = {}
+    for m in (ember, torch):
+        out = m.empty(0, dtype=getattr(m, dst))
+        res = OUT_DTYPE_OPS[name](m, _out_dtype_input(m, src), out=out)
+        assert res is out
+        got[m] = out
+    assert str(got[ember].dtype)[6:] == str(got[torch].dtype)[6:]
+    e, tt = got[ember].double().numpy(), got[torch].double().numpy()
+    assert np.allclose(e, tt, rtol=1e-3), (e, tt)  # float16 results differ in the last bit
+
+
+@pytest.mark.parametrize("name", list(OUT_DTYPE_OPS))
+def test_out_dtype_conflicts_with_dtype_like_torch(name):
+    msgs = []
+    for m in (ember, torch):
+        with pytest.raises(RuntimeError) as e:
+            OUT_DTYPE_OPS[name](m, _out_dtype_input(m, "float32"), dtype=m.float64,
+                                out=m.empty(0))
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1] == "Expected out tensor to have dtype double, but got float instead"
+
+
+# ---------------------------------------------------------------------- out= of the wrong dtype
+# Products, max/min over a dim and arg-reductions want an out= tensor of the result's dtype
+# exactly (no cast), with PyTorch's message in C++ type names.
+def _dbl(m):
+    return m.empty(0, dtype=m.float64)
+
+
+OUT_EXACT = {
+    "mm": lambda m: m.mm(t(m, 3, 3), t(m, 3, 3), out=_dbl(m)),
+    "bmm": lambda m: m.bmm(t(m, 2, 3, 3), t(m, 2, 3, 3), out=_dbl(m)),
+    "matmul": lambda m: m.matmul(t(m, 3, 3), t(m, 3, 3), out=_dbl(m)),
+    "mv": lambda m: m.mv(t(m, 3, 3), t(m, 3), out=_dbl(m)),
+    "addmm": lambda m: m.addmm(t(m, 3, 3), t(m, 3, 3), t(m, 3, 3), out=_dbl(m)),
+    "baddbmm": lambda m: m.baddbmm(t(m, 2, 3, 3), t(m, 2, 3, 3), t(m, 2, 3, 3), out=_dbl(m)),
+    "max values": lambda m: m.max(t(m, 3, 3), 1, out=(_dbl(m), m.empty(0, dtype=m.int64))),
+    "min indices": lambda m: m.min(t(m, 3, 3), 1, out=(m.empty(0), m.empty(0, dtype=m.int32))),
+    "aminmax": lambda m: m.aminmax(t(m, 3, 3), dim=1, out=(_dbl(m), _dbl(m))),
+    "argmax": lambda m: m.argmax(t(m, 3, 3), 1, out=m.empty(0, dtype=m.int32)),
+    "argmin int8": lambda m: m.argmin(t(m, 3, 3), 1, out=m.empty(0, dtype=m.int8)),
+}
+
+
+@pytest.mark.parametrize("name", list(OUT_EXACT))
+def test_out_dtype_must_match_like_torch(name):
+    msgs = []
+    for m in (ember, torch):
+        with pytest.raises(RuntimeError) as e:
+            OUT_EXACT[name](m)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+    assert msgs[0].startswith("Expected out tensor to have dtype")
+
+
+def test_out_of_the_result_dtype_still_works():
+    for m in (ember, torch):
+        o = m.empty(0)
+        assert m.matmul(t(m, 2, 3), t(m, 3, 4), out=o) is o and o.shape == (2, 4)
+        vals, idx = m.max(t(m, 3, 3), 1, out=(m.empty(0), m.empty(0, dtype=m.int64)))
+        assert vals.tolist() == [1.0, 1.0, 1.0] and idx.dtype == m.int64

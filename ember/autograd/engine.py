@@ -24,6 +24,17 @@ _FREED = ("Trying to backward through the graph a second time (or directly acces
 
 
 _TENSOR: list = []
+# gradient dtypes AccumulateGrad adds in place with numpy directly (the result of add_ exactly)
+_ADD_IN_PLACE = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+_SIZE: list = []
+
+
+def _size_cls():
+    """ember.Size (imported on first use, like the Tensor class)."""
+    if not _SIZE:
+        from .._tensor import Size
+        _SIZE.append(Size)
+    return _SIZE[0]
 
 
 def _tensor_cls():
@@ -41,7 +52,7 @@ class TensorMeta:
     __slots__ = ("shape", "dtype")
 
     def __init__(self, t):
-        self.shape = t.shape
+        self.shape = (_SIZE[0] if _SIZE else _size_cls())(t._data.shape)
         self.dtype = t._dtype
 
     @property
@@ -189,8 +200,10 @@ class _Handle:
 class OpNode(Node):
     """The node an op-table call records. Its backward rule is ``op.backward``."""
 
+    simple = False  # every tensor parameter got one tensor: results map 1:1 onto edges
+
     def __init__(self, op):
-        super().__init__()
+        self.seq = next(_seq)  # Node.__init__, inline: one node per recorded op call
         self.op = op
         self.freed = False
 
@@ -200,14 +213,19 @@ class OpNode(Node):
     def apply(self, grads):
         if self.freed:
             raise RuntimeError(_FREED)
-        ref = next(g for g in grads if g is not None)
-        for k, g in enumerate(grads):
-            m = self.out_meta[k]
-            if g is None and m is not None and m[1].kind in "fc":
-                grads[k] = ref.new_zeros(m[0], dtype=m[1])
-        res = self.op.backward(_Ctx(self), *grads)
-        if not isinstance(res, (tuple, list)) or (len(self.op.tensor_params) == 1
-                                                   and self.op.list_pos):
+        if len(grads) != 1 or grads[0] is None:
+            ref = next(g for g in grads if g is not None)
+            for k, g in enumerate(grads):
+                m = self.out_meta[k]
+                if g is None and m is not None and m[1].kind in "fc":
+                    grads[k] = ref.new_zeros(m[0], dtype=m[1])
+        op = self.op
+        res = op.backward(_Ctx(self), *grads)
+        if self.simple:  # the common case: one gradient per input, in order
+            if not isinstance(res, (tuple, list)):
+                res = (res,)
+            return _conform(self, list(res[:len(self.edges)]))
+        if not isinstance(res, (tuple, list)) or (len(op.tensor_params) == 1 and op.list_pos):
             res = (res,)
         flat = []
         args = self.args
@@ -229,12 +247,13 @@ class OpNode(Node):
 
 def _conform(node, grads):
     """Cast gradients to their input's dtype and sum broadcast dims (pointwise ops)."""
+    edges = node.edges
     for k, (g, m) in enumerate(zip(grads, node.in_meta)):
-        if g is None or node.edges[k] is None:
+        if g is None or edges[k] is None:
             grads[k] = None  # nothing upstream wants it
             continue
         shape, dtype = m
-        if g.shape != shape:
+        if g._data.shape != shape:
             try:
                 g = g.sum_to_size(shape)
             except RuntimeError:
@@ -317,7 +336,14 @@ class AccumulateGrad(Node):
         elif create_graph or t.grad.requires_grad:
             t.grad = t.grad + g
         else:
-            t.grad.add_(g)
+            acc = t.grad
+            a = acc._data
+            if type(acc) is type(g) is _tensor_cls() and acc._dtype is g._dtype and \
+                    a.dtype in _ADD_IN_PLACE and a.shape == g._data.shape and a.flags.writeable:
+                np.add(a, g._data, out=a)  # acc.add_(g) without the dispatch: every step, per leaf
+                acc._bump()
+            else:
+                acc.add_(g)
 
 
 class CopySlices(Node):
@@ -350,36 +376,58 @@ def edge_of(t):
 
 
 def record(op, args, kwargs, inputs, outs) -> None:
-    """Attach an OpNode for one op call to its outputs."""
+    """Attach an OpNode for one op call to its outputs. Runs once per op call on tensors that
+    require grad, so the common cases are written out inline."""
+    Tensor = _TENSOR[0] if _TENSOR else _tensor_cls()
+    Size = _SIZE[0] if _SIZE else _size_cls()
     node = OpNode(op)
-    node.edges = [edge_of(t) for t in inputs]
-    node.in_meta = [(t.shape, t._dtype) for t in inputs]
+    edges = []
+    in_meta = []
+    for t in inputs:
+        fn = t.grad_fn
+        edges.append((fn, t._out_idx) if fn is not None else edge_of(t))
+        in_meta.append((Size(t._data.shape), t._dtype))
+    node.edges = edges
+    node.in_meta = in_meta
     saved = list(args)
+    nargs = len(saved)
     sp = op.save_pos
     has_saved = False
+    n_tensors = 0
     for i in op.tensor_pos:
-        if i >= len(saved):
+        if i >= nargs:
             break
         a = saved[i]
         keep = i in sp
         has_saved |= keep
-        if isinstance(a, list | tuple) and i in op.list_pos:
-            saved[i] = [SavedTensor(x) if keep else TensorMeta(x) for x in a]
-        elif isinstance(a, _tensor_cls()):
+        if isinstance(a, Tensor):
             saved[i] = SavedTensor(a) if keep else TensorMeta(a)
+            n_tensors += 1
+        elif isinstance(a, (list, tuple)) and i in op.list_pos:
+            saved[i] = [SavedTensor(x) if keep else TensorMeta(x) for x in a]
+    if n_tensors == len(op.tensor_pos) and not op.list_pos:
+        node.simple = True
     node.args = saved
     node.kwargs = kwargs
-    single = not isinstance(outs, (tuple, list))
-    olist = (outs,) if single else outs
-    node.n_out = len(olist)
-    meta = []
-    for k, o in enumerate(olist):
-        if o is not None and o._dtype.kind in "fc":
-            o.grad_fn, o._out_idx = node, k
-            meta.append((o.shape, o._dtype))
+    if type(outs) is Tensor or not isinstance(outs, (tuple, list)):
+        olist = (outs,)
+        if outs is not None and outs._dtype.kind in "fc":
+            outs.grad_fn = node
+            outs._out_idx = 0
+            node.out_meta = [(Size(outs._data.shape), outs._dtype)]
         else:
-            meta.append(None)
-    node.out_meta = meta
+            node.out_meta = [None]
+    else:
+        olist = outs
+        node.n_out = len(olist)
+        meta = []
+        for k, o in enumerate(olist):
+            if o is not None and o._dtype.kind in "fc":
+                o.grad_fn, o._out_idx = node, k
+                meta.append((o.shape, o._dtype))
+            else:
+                meta.append(None)
+        node.out_meta = meta
     if op.save_output:
         node.saved_out = [SavedOutput(o, k) for k, o in enumerate(olist)]
         has_saved = True
@@ -524,17 +572,16 @@ def run_backward(root_edges, root_grads, retain_graph, create_graph, capture=Non
             deps[n] = 0
             roots.append(n)
     stack = list(roots)
-    seen = set(roots)
-    while stack:
-        n = stack.pop()
-        for e in n.edges:
-            if e is None:
-                continue
-            c = e[0]
-            deps[c] = deps.get(c, 0) + 1
-            if c not in seen:
-                seen.add(c)
-                stack.append(c)
+    while stack:  # count each node's incoming edges (a node is new when it has no count yet)
+        for e in stack.pop().edges:
+            if e is not None:
+                c = e[0]
+                k = deps.get(c)
+                if k is None:
+                    deps[c] = 1
+                    stack.append(c)
+                else:
+                    deps[c] = k + 1
     needed = None
     captured = None
     if capture is not None:
@@ -549,15 +596,18 @@ def run_backward(root_edges, root_grads, retain_graph, create_graph, capture=Non
         buf[i] = g if buf[i] is None else buf[i] + g
     ready = [(-n.seq, id(n), n) for n in roots if deps[n] == 0]
     heapq.heapify(ready)
+    heappop, heappush = heapq.heappop, heapq.heappush
     prev = _state.enabled
     _state.enabled = bool(create_graph)
     try:
         while ready:
-            _, _, n = heapq.heappop(ready)
+            n = heappop(ready)[2]
             grads = buffers.pop(n, None)
             out = None
-            if grads is not None and any(g is not None for g in grads):
-                grads = _run_pre_hooks(n, grads)
+            if grads is not None and (grads[0] is not None or
+                                      any(g is not None for g in grads)):
+                if n.pre_hooks or n.retain or n.node_prehooks:
+                    grads = _run_pre_hooks(n, grads)
                 if capture is not None:
                     for k, g in enumerate(grads):
                         slot = capture.get((n, k))
@@ -587,9 +637,10 @@ def run_backward(root_edges, root_grads, retain_graph, create_graph, capture=Non
                         if buf is None:
                             buf = buffers[c] = [None] * c.n_out
                         buf[idx] = g if buf[idx] is None else buf[idx] + g
-                deps[c] -= 1
-                if deps[c] == 0:
-                    heapq.heappush(ready, (-c.seq, id(c), c))
+                k = deps[c] - 1
+                deps[c] = k
+                if k == 0:
+                    heappush(ready, (-c.seq, id(c), c))
     finally:
         _state.enabled = prev
     return captured

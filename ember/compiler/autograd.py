@@ -32,7 +32,9 @@ from .graph import Graph, Node, TensorMeta
 def _stand_in(meta: TensorMeta):
     """A tensor argument the rule did not declare in ``saves``: the engine's metadata-only
     stand-in, as eager backward rules receive."""
-    src = SimpleNamespace(shape=Size(meta.shape), _dtype=meta.dtype)
+    # ``_data`` too: the engine's stand-in reads the shape from either (it is being changed)
+    src = SimpleNamespace(shape=Size(meta.shape), _dtype=meta.dtype,
+                          _data=SimpleNamespace(shape=tuple(meta.shape)))
     return EngineMeta(src)
 
 

@@ -73,7 +73,7 @@ def _scaled(xp, other, alpha, negate=False):
     return other * to_compute(alpha, other.dtype)
 
 
-@binop(inplace=True)
+@binop(inplace=True, float_kernel=np.add)
 def add(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
     """``add(input, other, *, alpha=1)``: input + alpha * other."""
     other = _scaled(xp, other, alpha)
@@ -98,7 +98,7 @@ def _check_sub(raw, rt, kwargs):
                            "operator instead.")
 
 
-@binop(inplace=True, check=_check_sub)
+@binop(inplace=True, check=_check_sub, float_kernel=np.subtract)
 def sub(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
     """``sub(input, other, *, alpha=1)``: input - alpha * other."""
     if input.dtype.kind == "c":
@@ -112,7 +112,7 @@ def _(ctx, g):
     return g, (-g if a == 1 else -g * _conj(a))
 
 
-@binop(inplace=True, saves=("input", "other"))
+@binop(inplace=True, saves=("input", "other"), float_kernel=np.multiply)
 def mul(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
     """``mul(input, other)``."""
     if input.dtype == np.bool_:
@@ -149,7 +149,8 @@ def _check_div(raw, rt, kwargs):
         raise NotImplementedError(f'"div_{mode}_cpu" not implemented for \'{D.TYPE_NAME[rt]}\'')
 
 
-@binop(_div_kind, inplace=True, check=_check_div, saves=("input", "other"))
+@binop(_div_kind, inplace=True, check=_check_div, saves=("input", "other"),
+       float_kernel=np.true_divide)
 def div(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, rounding_mode=None):
     """``div(input, other, *, rounding_mode=None)``: true division, or rounded ("trunc",
     "floor"; integer results stay integral and division by zero raises)."""

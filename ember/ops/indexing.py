@@ -29,7 +29,7 @@ from .._tensor import Tensor, _wrap
 from ..autograd.grad_mode import state as _grad_state
 from .bind import tensor_method
 from .creation import tensor
-from .registry import call_inplace, op
+from .registry import call_inplace, fast_unary_method, op
 
 PUBLIC = ["argwhere", "take_along_dim"]
 
@@ -245,6 +245,9 @@ def index_view(xp, input: "Tensor", key):
     return input[key + (Ellipsis,)]  # the trailing Ellipsis keeps an all-int key a 0-d view
 
 
+_index_view_fast = fast_unary_method(index_view)  # x[1, 2:5] is a hot small-tensor call
+
+
 @index_view.def_backward
 def _(ctx, g):
     return index_view_backward(g, ctx.input.shape, ctx.key)
@@ -434,7 +437,14 @@ def _parse_key(x: Tensor, key) -> tuple[tuple, list]:
     items = []
     consumed = 0
     for e in key:
-        if e is None:
+        te = type(e)
+        if te is int:  # the common entries first: plain ints and slices
+            items.append((_INT, e))
+            consumed += 1
+        elif te is slice:
+            items.append((_SLICE, e))
+            consumed += 1
+        elif e is None:
             items.append((_NEW, None))
         elif e is Ellipsis:
             items.append((_ELL, None))
@@ -536,7 +546,7 @@ def _getitem(self: Tensor, key) -> Tensor:
     """``x[key]``: a view for ints/slices/None/Ellipsis, a copy with advanced indices."""
     bkey, adv = _parse_key(self, key)
     if not adv:
-        return index_view(self, bkey)
+        return _index_view_fast(self, bkey)
     base = self if _trivial(bkey) else index_view(self, bkey)
     return index(base, [t for t, _ in adv], tuple(d for _, d in adv))
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .bind import tensor_method
-from .registry import DEFAULT, broadcast_error, op, write_out
+from .registry import DEFAULT, broadcast_error, check_tensor_args, op, write_out
 from .shape import expand
 
 PUBLIC = ["outer", "ger", "inner", "tensordot", "kron", "chain_matmul"]
@@ -133,7 +133,7 @@ def _check_matmul(a, b):
 
 
 # ---------------------------------------------------------------------- matmul and friends
-@op(saves=("input", "other"), grad_name="MmBackward0")
+@op(saves=("input", "other"), grad_name="MmBackward0", float_kernel=np.matmul, out_exact=True)
 def matmul(xp, input: "Tensor", other: "Tensor"):
     """matmul(input, other) -> Tensor: the matrix product with NumPy-style broadcasting."""
     _check_matmul(input, other)
@@ -202,7 +202,7 @@ def _(ctx, g):
     return matmul_grads(g, ctx.input, ctx.other, *ctx.needs_input_grad)
 
 
-@op(saves=("input", "mat2"))
+@op(saves=("input", "mat2"), out_exact=True)
 def mm(xp, input: "Tensor", mat2: "Tensor"):
     """mm(input, mat2) -> Tensor: the product of two matrices (no broadcasting)."""
     if input.ndim != 2:
@@ -234,7 +234,7 @@ def _bmm_shapes(a, b, first="batch1", second="batch2"):
                            f"{b.shape[1]}].")
 
 
-@op(saves=("input", "mat2"))
+@op(saves=("input", "mat2"), out_exact=True)
 def bmm(xp, input: "Tensor", mat2: "Tensor"):
     """bmm(input, mat2) -> Tensor: a batch of matrix products, (b, n, k) @ (b, k, m)."""
     _bmm_shapes(input, mat2)
@@ -257,7 +257,7 @@ def _mv_shapes(mat, vec):
         raise RuntimeError(f"vector + matrix @ vector expected, got 1, {mat.ndim}, {vec.ndim}")
 
 
-@op(saves=("input", "vec"))
+@op(saves=("input", "vec"), out_exact=True)
 def mv(xp, input: "Tensor", vec: "Tensor"):
     """mv(input, vec) -> Tensor: matrix (n, m) times vector (m,)."""
     _mv_shapes(input, vec)
@@ -423,7 +423,8 @@ def _register_add_family(name, operands, check, product, grads, promote):
         + [P("beta", P.KEYWORD_ONLY, default=1), P("alpha", P.KEYWORD_ONLY, default=1)])
     impl.__doc__ = (f"{name}(input, {p1}, {p2}, *, beta=1, alpha=1) -> Tensor: "
                     f"beta * input + alpha * (the product of {p1} and {p2}).")
-    d = op(name, saves=operands, inplace=True, promote=promote)(impl)
+    # addr promotes and casts into out=; the products want out='s dtype to be the result's
+    d = op(name, saves=operands, inplace=True, promote=promote, out_exact=promote is None)(impl)
 
     def backward(ctx, g):
         need_in, need_a, need_b = ctx.needs_input_grad
@@ -457,13 +458,17 @@ def write_out_as(name, out, result):
 
 def outer(input, vec2, *, out=None):
     """outer(input, vec2) -> Tensor: the outer product of two 1-D tensors (types promote)."""
+    check_tensor_args("outer", (("input", input), ("vec2", vec2)))
     for name, v in (("self", input), ("vec2", vec2)):
         if v.ndim != 1:
             raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
     return write_out_as("outer", out, input.reshape(-1, 1) * vec2)
 
 
-ger = outer
+def ger(input, vec2, *, out=None):
+    """ger(input, vec2) -> Tensor: the old name of ``outer``."""
+    check_tensor_args("ger", (("input", input), ("vec2", vec2)))
+    return outer(input, vec2, out=out)
 
 
 def _dims_pair(dims, na, nb):
@@ -515,6 +520,7 @@ def tensordot(a, b, dims=2, out=None):
 
 def inner(input, other, *, out=None):
     """inner(input, other) -> Tensor: contract the last dimension of both tensors."""
+    check_tensor_args("inner", (("input", input), ("other", other)))
     if input.ndim == 0 or other.ndim == 0:
         return write_out_as("inner", out, input * other)
     if input.shape[-1] != other.shape[-1]:
@@ -525,6 +531,7 @@ def inner(input, other, *, out=None):
 
 def kron(input, other, *, out=None):
     """kron(input, other) -> Tensor: the Kronecker product (types promote)."""
+    check_tensor_args("kron", (("input", input), ("other", other)))
     nd = max(input.ndim, other.ndim)
     sa = (1,) * (nd - input.ndim) + tuple(input.shape)
     sb = (1,) * (nd - other.ndim) + tuple(other.shape)

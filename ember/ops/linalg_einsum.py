@@ -13,9 +13,10 @@ import string
 
 import numpy as np
 
+from .._tensor import Tensor
 from .creation import eye
 from .linalg import _LOW, tname
-from .registry import op
+from .registry import op, type_name
 
 PUBLIC = ["einsum"]
 
@@ -157,6 +158,10 @@ def einsum(*args):
             ops = list(ops[0])
     else:
         eq, ops = _from_sublists(args)
+    for k, t in enumerate(ops):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {k} in argument 1, but got "
+                            f"{type_name(t)}")
     terms, out, sizes = _parse(eq, [tuple(t.shape) for t in ops])
     for t in ops[1:]:
         if t.dtype is not ops[0].dtype:

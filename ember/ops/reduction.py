@@ -180,7 +180,7 @@ def split_ties_backward(g, x, out, dims: tuple, keepdim: bool, nan_ties: bool = 
 
 
 # ---------------------------------------------------------------------- sums and means
-@op(tags=RED)
+@op(tags=RED, out_dtype="dtype")
 def sum(xp, input: "Tensor", dim=None, keepdim=False, *, dtype=None):
     """sum(input, dim=None, keepdim=False, *, dtype=None) -> Tensor"""
     if dim is None and dtype is None and not keepdim and input.dtype in _FULL_SUM_FAST:
@@ -308,7 +308,7 @@ def _sum_to_size_method(self, *size):
 
 
 # ---------------------------------------------------------------------- product
-@op(tags=RED, saves=("input",))
+@op(tags=RED, saves=("input",), out_dtype="dtype")
 def prod(xp, input: "Tensor", dim=None, keepdim=False, *, dtype=None):
     """prod(input, *, dtype=None) / prod(input, dim, keepdim=False, *, dtype=None) -> Tensor"""
     axes = reduce_dims(None if dim is None else one_dim(dim, input.ndim, "prod"), input.ndim)
@@ -368,13 +368,13 @@ def _extreme_backward(ctx, g, gi=None):
 
 
 @op("max", tags=RED, upcast_half=True, function=False, method=False, saves=("input",),
-    save_output=True, returns=RT.max)
+    save_output=True, returns=RT.max, out_exact=True)
 def _max(xp, input: "Tensor", dim=None, keepdim=False):
     return _extreme(xp, input, dim, keepdim, "max")
 
 
 @op("min", tags=RED, upcast_half=True, function=False, method=False, saves=("input",),
-    save_output=True, returns=RT.min)
+    save_output=True, returns=RT.min, out_exact=True)
 def _min(xp, input: "Tensor", dim=None, keepdim=False):
     return _extreme(xp, input, dim, keepdim, "min")
 
@@ -445,7 +445,8 @@ amax.def_backward(_amax_backward)
 amin.def_backward(_amax_backward)
 
 
-@op(tags=RED, upcast_half=True, saves=("input",), save_output=True, returns=RT.aminmax)
+@op(tags=RED, upcast_half=True, saves=("input",), save_output=True, returns=RT.aminmax,
+    out_exact=True)
 def aminmax(xp, input: "Tensor", *, dim=None, keepdim=False):
     """aminmax(input, *, dim=None, keepdim=False) -> (min, max)"""
     _no_complex(input, "aminmax_cpu")
@@ -490,14 +491,14 @@ def _arg_extreme(xp, a, dim, keepdim, name):
     return pick(a, axis=d, keepdims=keepdim).astype(_INT64, copy=False)
 
 
-@op(tags=RED, upcast_half=True, differentiable=False)
+@op(tags=RED, upcast_half=True, differentiable=False, out_exact=True)
 def argmax(xp, input: "Tensor", dim=None, keepdim=False):
     """argmax(input, dim=None, keepdim=False) -> LongTensor (first index of the maximum; NaN
     counts as the maximum)."""
     return _arg_extreme(xp, input, dim, keepdim, "argmax")
 
 
-@op(tags=RED, upcast_half=True, differentiable=False)
+@op(tags=RED, upcast_half=True, differentiable=False, out_exact=True)
 def argmin(xp, input: "Tensor", dim=None, keepdim=False):
     """argmin(input, dim=None, keepdim=False) -> LongTensor (first index of the minimum; NaN
     counts as the minimum)."""
@@ -549,7 +550,9 @@ def _correction(name, dim, unbiased, correction):
 
 def _moments(xp, a, name, dim, unbiased, keepdim, correction):
     """(variance, mean) of ``a`` over ``dim``, with PyTorch's divisor max(0, N - correction)."""
-    _float_only(a, "std and var only support floating point and complex dtypes")
+    if _kind(a) not in "fc":  # PyTorch names the op only for the *_mean variants
+        who = name if name.endswith("_mean") else "std and var"
+        raise RuntimeError(f"{who} only support floating point and complex dtypes")
     dim, c = _correction(name, dim, unbiased, correction)
     axes = reduce_dims(dim, a.ndim, name)
     n = _count(a.shape, axes)

@@ -53,6 +53,14 @@ _KERNEL_ERRORS = (ValueError, IndexError, TypeError, FloatingPointError, np.lina
                   OverflowError)
 
 
+# PyTorch's C++ scalar type names, which some of its dtype errors print
+C_TYPE_NAME = {D.bool_: "bool", D.uint8: "unsigned char", D.int8: "signed char",
+               D.int16: "short int", D.int32: "int", D.int64: "long int",
+               D.float16: "c10::Half", D.bfloat16: "c10::BFloat16", D.float32: "float",
+               D.float64: "double", D.complex64: "c10::complex<float>",
+               D.complex128: "c10::complex<double>"}
+
+
 def type_name(v) -> str:
     """A value's type as PyTorch's argument errors print it (``float``, ``numpy.ndarray``)."""
     if isinstance(v, Tensor):
@@ -70,6 +78,16 @@ def arg_type_error(op: OpDef, index: int, keyword: bool, what: str,
     e = TypeError(_arg_message(op, index, keyword, what, name or op.name, index + 1))
     e.ember_arg = (op, index, keyword, what)
     return e
+
+
+def check_tensor_args(fname: str, named: tuple, start: int = 1) -> None:
+    """PyTorch's TypeError for a composite function (not an op) given a non-Tensor where it
+    takes one: ``named`` is ``((param, value), ...)`` in position order from ``start``
+    (1 for a function, 1 after ``self`` for a method)."""
+    for k, (pname, v) in enumerate(named):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"{fname}(): argument '{pname}' (position {start + k}) must be "
+                            f"Tensor, not {type_name(v)}")
 
 
 def method_arg_error(e: TypeError, op: OpDef, name: str = "") -> TypeError | None:
@@ -93,8 +111,19 @@ class OpDef:
     def __init__(self, name, impl, *, tags=(), promote=None, promote_args=None, saves=(),
                  save_output=False, differentiable=True, method=True, function=True,
                  inplace=False, out=True, upcast_half=False, returns=None, meta=None,
-                 decomposition=None, view=False, grad_name=None):
+                 decomposition=None, view=False, grad_name=None, out_dtype=None,
+                 float_kernel=None, out_exact=False):
         self.name = name
+        # out_exact: an out= tensor must have the result's dtype (PyTorch's matmul, max.dim...)
+        self.out_exact = out_exact
+        # float_kernel: a numpy function ``f(a, b)`` that computes this binary op exactly as the
+        # impl does when both operands are tensors of one dtype, float32 or float64, and no
+        # other argument is given: the Tensor methods and operators call it directly (the
+        # commonest op call of a model); anything it raises reruns the full path for the error
+        self.float_kernel = float_kernel
+        # out_dtype: the keyword parameter (``dtype``) that an ``out=`` tensor's dtype fills
+        # when the call leaves it None, so ``sum(x_int, 0, out=float_t)`` computes in float
+        self.out_dtype = out_dtype
         self.impl = impl
         self.tags = frozenset(tags) | ({"view"} if view else set())
         # view: True (always a view), "maybe" (a view when strides allow, else a copy), False
@@ -120,6 +149,9 @@ class OpDef:
                                 for p in params)
         if any(p.kind == p.VAR_POSITIONAL for p in params):
             self.n_positional = 1 << 30
+        # positional parameters without a default: fewer arguments than this may be missing
+        self.n_required = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and
+                              p.default is p.empty for p in params)
         kinds = {}
         for p in params:
             ann = p.annotation.strip("'\"") if isinstance(p.annotation, str) else ""
@@ -218,6 +250,26 @@ class OpDef:
                 raise TypeError(f"{self.name}() missing required argument '{name}'")
         return tuple(args), kwargs
 
+    def _check_missing(self, nargs: int, kwargs: dict) -> None:
+        """A TypeError naming the required parameters the call left out (before the impl or
+        the type promotion trips over them)."""
+        missing = [n for n in self.params[nargs:self.n_required] if n not in kwargs]
+        if missing:
+            names = " and ".join(f"'{n}'" for n in missing)
+            s = "s" if len(missing) > 1 else ""
+            raise TypeError(f"{self.name}() missing {len(missing)} required positional "
+                            f"argument{s}: {names}")
+
+    def _dtype_from_out(self, out: Tensor, kwargs: dict) -> None:
+        """``out=`` sets the computation dtype (option ``out_dtype``); an explicit dtype that
+        differs from the out tensor's is PyTorch's error."""
+        given = kwargs.get(self.out_dtype)
+        if given is None:
+            kwargs[self.out_dtype] = out._dtype
+        elif given != out._dtype:
+            raise RuntimeError(f"Expected out tensor to have dtype {C_TYPE_NAME[given]}, but got "
+                               f"{C_TYPE_NAME[out._dtype]} instead")
+
     def __call__(self, *args, **kwargs):
         """Run the op on tensors and Python values (the public function ``ember.<name>``)."""
         hook = TRACE[0]
@@ -229,6 +281,8 @@ class OpDef:
                     raise TypeError(f"{self.name}() got an unexpected keyword argument 'out'")
                 out = kwargs.pop("out")
                 if out is not None:
+                    if self.out_dtype is not None and isinstance(out, Tensor):
+                        self._dtype_from_out(out, kwargs)
                     try:
                         result = self(*args, **kwargs)
                     except NotImplementedError as e:
@@ -241,6 +295,8 @@ class OpDef:
         if nargs > self.n_positional:
             raise TypeError(f"{self.name}() takes {self.n_positional} positional arguments but "
                             f"{nargs} were given")
+        if nargs < self.n_required:
+            self._check_missing(nargs, kwargs)
         vals = list(args)
         unwrap = self.promote is None  # promoted ops unwrap (and cast) in _promote
         if self.list_pos:
@@ -461,17 +517,40 @@ def fast_unary_method(op: OpDef) -> Callable:
     return method
 
 
+# the dtypes an op's ``float_kernel`` takes (numpy dtype -> ember dtype)
+_KERNEL_DTYPES = {D.float32.np: D.float32, D.float64.np: D.float64}
+
+
 def fast_binary_method(op: OpDef, operator: bool = False) -> Callable:
     """``x.op(other)`` (or, with ``operator``, ``x <op> other``) for a non-view op whose tensor
     parameters are its first two; ``other`` may be a Python number when the op takes one."""
     impl = op.impl
     numbers = _NUMBERS if 1 not in op._arg_kind else frozenset()  # "Scalar|Tensor" other
+    kernel = op.float_kernel
+    kernel_dtypes = _KERNEL_DTYPES if kernel is not None else {}
 
     def binary(self, other):
         if TRACE[0] is None and isinstance(self, Tensor):
             if isinstance(other, Tensor):
-                inputs = [self, other]
+                a = self._data
                 b = other._data
+                dt = a.dtype
+                if dt is b.dtype and (edt := kernel_dtypes.get(dt)) is not None:
+                    try:
+                        res = kernel(a, b)
+                    except _KERNEL_ERRORS:
+                        return op(self, other)  # the full path raises PyTorch's error
+                    if type(res) is not np.ndarray:
+                        res = np.asarray(res)  # numpy hands back scalars for 0-d operands
+                    out = _new(Tensor)
+                    out._data = res
+                    out._dtype = edt
+                    if _grad_state.enabled and (
+                            self._leaf_rg or self.grad_fn is not None or other._leaf_rg or
+                            other.grad_fn is not None) and op.backward is not None:
+                        engine.record(op, (self, other), {}, [self, other], out)
+                    return out
+                inputs = [self, other]
             elif type(other) in numbers:
                 inputs = [self]
                 b = other
@@ -532,6 +611,9 @@ def write_out(op: OpDef, out, result):
     if _grad_state.enabled and (result.requires_grad or out.requires_grad):
         raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support "
                            "automatic differentiation, but one of the arguments requires grad.")
+    if result._dtype is not out._dtype and getattr(op, "out_exact", False):
+        raise RuntimeError(f"Expected out tensor to have dtype {C_TYPE_NAME[result._dtype]}, "
+                           f"but got {C_TYPE_NAME[out._dtype]} instead")
     if not D.can_cast(result._dtype, out._dtype):
         raise cast_error(result._dtype, out._dtype)
     if out._data.shape != result._data.shape:
@@ -564,12 +646,20 @@ def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
     except NotImplementedError as e:
         raise_if_uncastable(op, self, (self,) + tuple(args), kwargs, e)  # PyTorch checks first
         raise
+    if op.name in _C_NAME_CAST and not D.can_cast(result._dtype, self._dtype) and \
+            not any(isinstance(a, Tensor) for a in (*args, *kwargs.values())):
+        raise cast_error(result._dtype, self._dtype, c_name=True)
     return write_inplace(self, result, op.name + "_")
 
 
-def cast_error(result: D.dtype, target: D.dtype) -> RuntimeError:
+# in-place ops whose all-Scalar overload names the target in C++ ("long int") in its cast error
+_C_NAME_CAST = frozenset(("clamp", "clamp_min", "clamp_max"))
+
+
+def cast_error(result: D.dtype, target: D.dtype, c_name: bool = False) -> RuntimeError:
+    target_name = C_TYPE_NAME[target] if c_name else D.TYPE_NAME[target]
     return RuntimeError(f"result type {D.TYPE_NAME[result]} can't be cast to the desired output "
-                        f"type {D.TYPE_NAME[target]}")
+                        f"type {target_name}")
 
 
 def raise_if_uncastable(op: OpDef, target, args: tuple, kwargs: dict,

@@ -35,7 +35,7 @@ def _cumulative(xp, a, dim, dtype, name, fn):
     return fn(_half_up(a), axis=d, dtype=acc).astype(out_dt, copy=False)
 
 
-@op(tags=SCAN)
+@op(tags=SCAN, out_dtype="dtype")
 def cumsum(xp, input: "Tensor", dim, *, dtype=None):
     """cumsum(input, dim, *, dtype=None) -> Tensor (integers and bool accumulate in int64)"""
     return _cumulative(xp, input, dim, dtype, "cumsum", xp.cumsum)
@@ -49,7 +49,7 @@ def _(ctx, g):
     return reverse_scan(lambda t, k: t.cumsum(k), g, d)
 
 
-@op(tags=SCAN, saves=("input",), save_output=True)
+@op(tags=SCAN, saves=("input",), save_output=True, out_dtype="dtype")
 def cumprod(xp, input: "Tensor", dim, *, dtype=None):
     """cumprod(input, dim, *, dtype=None) -> Tensor (integers and bool accumulate in int64)"""
     return _cumulative(xp, input, dim, dtype, "cumprod", xp.cumprod)

@@ -19,7 +19,8 @@ import numpy as np
 from .. import _dtype as D
 from .._tensor import Size, Tensor, _root, _wrap_dim
 from .bind import tensor_method
-from .registry import OPS, alias_all, broadcast_error, fast_unary_method, op
+from .registry import (OPS, alias_all, broadcast_error, check_tensor_args, fast_unary_method,
+                       op)
 
 PUBLIC = ["broadcast_to", "as_strided", "broadcast_shapes", "broadcast_tensors"]
 
@@ -108,12 +109,13 @@ def _reshape_view(a: np.ndarray, shape) -> np.ndarray | None:
 # ---------------------------------------------------------------------- view / reshape
 @op(view=True, method=False, function=False, out=False)
 def view(xp, self: "Tensor", shape):
-    v = _reshape_view(self, infer_size(shape, self.size))
-    if v is None:
+    shape = infer_size(shape, self.size)
+    try:
+        return self.reshape(shape, copy=False)  # _reshape_view, inline: a hot call
+    except ValueError:
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
                            "least one dimension spans across two contiguous subspaces). Use "
-                           ".reshape(...) instead.")
-    return v
+                           ".reshape(...) instead.") from None
 
 
 @view.def_backward
@@ -125,7 +127,7 @@ def _(ctx, g):
 def _view_method(self, *shape, dtype=None):
     if dtype is not None:
         return view_dtype(self, dtype)
-    if len(shape) == 1 and isinstance(shape[0], D.dtype):
+    if len(shape) == 1 and type(shape[0]) is not int and isinstance(shape[0], D.dtype):
         return view_dtype(self, shape[0])
     return _view_fast(self, _sizes(shape))
 
@@ -177,11 +179,13 @@ def _reshape_method(self, *shape):
 
 @tensor_method("view_as")
 def view_as(self, other):
+    check_tensor_args("view_as", (("other", other),))
     return view(self, tuple(other.shape))
 
 
 @tensor_method("reshape_as")
 def reshape_as(self, other):
+    check_tensor_args("reshape_as", (("other", other),))
     return reshape(self, tuple(other.shape))
 
 
@@ -234,6 +238,7 @@ _expand_fast = fast_unary_method(expand)  # backward rules expand gradients: see
 
 @tensor_method("expand_as")
 def expand_as(self, other):
+    check_tensor_args("expand_as", (("other", other),))
     return expand(self, tuple(other.shape))
 
 
