@@ -7,6 +7,7 @@ file stays fast; fusion is checked by counting the kernels of single-case plans.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import pytest
@@ -336,3 +337,87 @@ def test_saved_pre_activation_and_activation_come_from_one_kernel():
     same(cf(x, w, b), f(x, w, b))
     (k,) = plan(cf).kernels
     assert len(k.outs) == 2 and "tanh" in k.name
+
+
+def _many_kernels(x, w):
+    """Several separate kernels (each reduction's consumer is a matmul, so nothing joins)."""
+    outs = []
+    for i in range(6):
+        h = (x * (i + 1)).softmax(-1) @ w
+        outs.append(F.layer_norm(h * (0.5 + i), (h.shape[-1],)))
+    return tuple(outs)
+
+
+def test_kernels_build_in_parallel_units_and_reuse_the_cache(monkeypatch, tmp_path):
+    """A graph split into several translation units (one compiler process each, running at
+    once) gives eager's results; a second compile of it loads every unit from the cache; a
+    damaged cached unit is rebuilt."""
+    from ember.compiler import cache, inductor, reset
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("EMBER_COMPILE_THREADS", "3")
+    monkeypatch.setattr(inductor, "UNIT_MIN_CHARS", 1)
+    x, w = rand(32, 48), rand(48, 48)
+    ref = _many_kernels(x, w)
+    before = dict(cache.STATS)
+    cf = compile(_many_kernels)
+    same(cf(x, w), ref, scale=10)
+    run = cf._entries[-1].run
+    assert run.units == 3 and len(run.plan.kernels) > 3
+    assert cache.STATS["builds"] - before["builds"] == 3
+    sos = sorted(p for p in tmp_path.rglob("*.so"))
+    assert len(sos) == 3
+    reset()
+    before = dict(cache.STATS)
+    same(compile(_many_kernels)(x, w), ref, scale=10)
+    assert cache.STATS["hits"] - before["hits"] == 3
+    assert cache.STATS["builds"] == before["builds"]
+    bad = tmp_path / "bad"  # a damaged unit (a new file: the loaded one stays mapped)
+    bad.write_bytes(b"not an object")
+    bad.replace(sos[0])
+    reset()
+    before = dict(cache.STATS)
+    same(compile(_many_kernels)(x, w), ref, scale=10)
+    assert cache.STATS["builds"] - before["builds"] == 1
+    assert cache.STATS["hits"] - before["hits"] == 2
+
+
+def test_small_graph_builds_as_one_unit():
+    cf = compile(lambda t: (t * 2).softmax(-1))
+    x = rand(8, 16)
+    same(cf(x), (x * 2).softmax(-1))
+    assert cf._entries[-1].run.units == 1
+
+
+def test_compile_error_in_one_unit_is_reported_after_all_finish(monkeypatch):
+    from ember.compiler import runtime
+
+    good = "int em_ok(void) { return 1; }\n"
+    with pytest.raises(runtime.CompileError, match="failed on generated code"):
+        runtime.build_many([good, "this is not C;\n", good + "/* other */\n"])
+    a, b = runtime.build_many([good, good + "/* b */\n"])
+    assert a.em_ok() == 1 and b.em_ok() == 1
+
+
+ERF_POINTS = [0.0, -0.0, 1e-30, -1e-20, 1e-6, 0.3, 0.4758, -0.9999, 1.0, -1.0, 1.0001, 2.5,
+              -3.7, 3.92, 4.0, 4.0001, -5.5, 30.0, float("inf"), float("-inf"), float("nan")]
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64])
+def test_erf_and_exact_gelu_kernels_match_eager(dtype):
+    """The kernels' erf (a vectorizable polynomial in float32) against eager erf / GELU, with
+    its branch points, signed zeros, infinities and NaN, forward and backward."""
+    pts = ember.tensor(ERF_POINTS, dtype=dtype)
+    dense = ember.linspace(-6, 6, 2001, dtype=dtype)
+
+    def fn(a, b):
+        return ember.erf(a), ember.erf(b), F.gelu(b), ember.erf(b * 0.37)
+
+    out = compile(fn)(pts, dense)
+    same(out, fn(pts, dense))
+    assert math.copysign(1.0, out[0][1].item()) == -1.0  # erf(-0) is -0
+    x = dense.clone().requires_grad_()
+    compile(F.gelu)(x).pow(2).sum().backward()
+    y = dense.clone().requires_grad_()
+    F.gelu(y).pow(2).sum().backward()
+    same(x.grad, y.grad)

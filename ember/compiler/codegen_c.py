@@ -79,6 +79,40 @@ static inline float em_tanhf(float x) {
     big = x < 0 ? -big : big;
     return ax < 0.625f ? small : (x != x ? x : big);
 }
+/* float32 erf, branch-free like em_expf (libm's erff keeps GELU loops scalar): x P(x^2) below
+   1, else 1 - exp(-x^2) Q(x) with Q a polynomial in (x - 2.5) / 1.5 on [1, 4] (erf is 1 in
+   float32 beyond); least-squares fits to erf made for ember, within 2.5 ulp. */
+static inline float em_erff(float x) {
+    float ax = x < 0 ? -x : x;
+    float t = x * x;
+    float sp = 7.882500358391553e-05f;
+    sp = EM_MLA(sp, t, -0.0008018859080038965f);
+    sp = EM_MLA(sp, t, 0.005189312621951103f);
+    sp = EM_MLA(sp, t, -0.02685432881116867f);
+    sp = EM_MLA(sp, t, 0.11283597350120544f);
+    sp = EM_MLA(sp, t, -0.3761262595653534f);
+    sp = EM_MLA(sp, t, 1.1283791065216064f);
+    float small = x * sp;
+    float xc = ax < 1.0f ? 1.0f : (ax > 4.0f ? 4.0f : ax);
+    float u = (xc - 2.5f) * (1.0f / 1.5f);
+    float up = 1.3819321793562267e-05f;
+    up = EM_MLA(up, u, -3.692937389132567e-05f);
+    up = EM_MLA(up, u, 5.494660581462085e-05f);
+    up = EM_MLA(up, u, -0.00014394696336239576f);
+    up = EM_MLA(up, u, 0.0004145087441429496f);
+    up = EM_MLA(up, u, -0.0010171192698180676f);
+    up = EM_MLA(up, u, 0.002401701407507062f);
+    up = EM_MLA(up, u, -0.00556733226403594f);
+    up = EM_MLA(up, u, 0.012489703483879566f);
+    up = EM_MLA(up, u, -0.027005724608898163f);
+    up = EM_MLA(up, u, 0.05611047148704529f);
+    up = EM_MLA(up, u, -0.11152100563049316f);
+    up = EM_MLA(up, u, 0.21080636978149414f);
+    float big = 1.0f - em_expf(-xc * xc) * up;
+    big = ax > 4.0f ? 1.0f : big;
+    big = x < 0 ? -big : big;
+    return ax < 1.0f ? small : (x != x ? x : big);
+}
 """
 
 OMP_MIN_ELEMENTS = 1 << 16  # below this, thread start-up costs more than it saves
@@ -130,7 +164,7 @@ class CScalarOps:
     def log(self, a): return self._fn("log", a)
     def sqrt(self, a): return self._fn("sqrt", a)
     def tanh(self, a): return f"em_tanhf({a})" if self.f else f"tanh({a})"
-    def erf(self, a): return self._fn("erf", a)
+    def erf(self, a): return f"em_erff({a})" if self.f else f"erf({a})"
     def sin(self, a): return self._fn("sin", a)
     def cos(self, a): return self._fn("cos", a)
     def log1p(self, a): return self._fn("log1p", a)
@@ -487,6 +521,25 @@ def _contains(e: Expr, sub: Expr, seen: set) -> bool:
     return any(_contains(a, sub, seen) for a in getattr(e, "args", ()))
 
 
+def translation_units(plan: Plan, n: int) -> list[list[str]]:
+    """The plan's kernel names in at most ``n`` groups of about equal source size (largest
+    first, each to the lightest group), each group one C translation unit; deterministic, so
+    a rebuilt graph finds its units in the cache."""
+    groups: list[list[str]] = [[] for _ in range(max(1, min(n, len(plan.kernels))))]
+    sizes = [0] * len(groups)
+    for name, src in sorted(plan.kernel_sources.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        j = sizes.index(min(sizes))
+        groups[j].append(name)
+        sizes[j] += len(src)
+    order = {k.name: i for i, k in enumerate(plan.kernels)}
+    return [sorted(g, key=order.__getitem__) for g in groups if g]
+
+
+def unit_source(plan: Plan, names: list[str]) -> str:
+    """One translation unit: the prelude and the named kernels."""
+    return "\n\n".join([PRELUDE] + [plan.kernel_sources[n] for n in names]) + "\n"
+
+
 def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False) -> tuple[str, str, dict]:
     """``(c_source, wrapper_source, kernel_params)``: the C translation unit, the Python
     wrapper's source, and each kernel's parameter buffer names (inputs, then outputs)."""
@@ -494,9 +547,11 @@ def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False) -> tuple
     kparams = {}
     binds = wrapper_bindings([b.meta.shape for b in plan.inputs])  # dynamic shapes' sizes
     plan.symbols = syms = [n for n, _ in binds]
+    plan.kernel_sources = {}
     for k in plan.kernels:
         src, params = kernel_source(k, openmp, syms)
         chunks.append(src)
+        plan.kernel_sources[k.name] = src  # for building in several units
         kparams[k.name] = params
     py = ["def call(inputs):"]
     for i, b in enumerate(plan.inputs):

@@ -159,6 +159,7 @@ class Plan:
         self.inputs: list[Buffer] = []
         self.outputs: list[Any] = []  # Buffer, or ("input", i) for an input returned as is
         self.fusion_log: list[str] = []
+        self.kernel_sources: dict[str, str] = {}  # kernel name -> its C function (codegen)
 
 
 def _labels(e: Expr, out: list, seen: set) -> list:

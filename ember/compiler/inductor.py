@@ -12,16 +12,37 @@ from .. import _dtype as D
 from .._tensor import _wrap
 from ..autograd.grad_mode import no_grad
 from . import pytree
-from .codegen_c import generate
+from .codegen_c import generate, translation_units, unit_source
 from .fusion import plan as make_plan
 from .graph import Graph, Node
 from .lower import contiguous_strides
-from .runtime import build
+from .runtime import build_many
 
 # Generated kernels are short OpenMP regions between numpy/BLAS calls that run threads of their
 # own: OpenMP threads spinning after each region would take those cores (read when the OpenMP
 # runtime loads with the first kernel library; a user's setting wins).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+# Generated C per extra compiler process: below this a graph builds as one unit (starting a
+# process and parsing the prelude again would cost more than the split saves).
+UNIT_MIN_CHARS = 12_000
+
+
+def build_workers(source_chars: int) -> int:
+    """How many translation units (compiler processes running at once) a graph's kernels are
+    split into: ``$EMBER_COMPILE_THREADS`` if set, else one per usable CPU (at most 8), and
+    no more than the source's size makes worth it."""
+    env = os.environ.get("EMBER_COMPILE_THREADS")
+    if env:
+        cpus = max(1, int(env))
+    else:
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            cpus = os.cpu_count() or 1
+        cpus = min(cpus, 8)
+    return max(1, min(cpus, source_chars // UNIT_MIN_CHARS))
 
 
 def _contiguous(a: np.ndarray) -> np.ndarray:
@@ -38,6 +59,7 @@ class CompiledGraph:
         them, as for a backward graph's incoming gradients); the wrapper makes them
         contiguous first."""
         self.graph = graph
+        self.units = 0  # translation units the kernels were built in
         strides = [contiguous_strides(n.meta.shape) for n in graph.inputs] \
             if contiguous_inputs else [t.stride() for t in example_inputs]
         self.plan = make_plan(graph, strides)
@@ -50,9 +72,12 @@ class CompiledGraph:
             env[f"_np_{name}"] = dt.np
             env[f"_dt_{name}"] = dt
         if self.plan.kernels:
-            lib = build(self.c_source, openmp)
+            units = translation_units(self.plan, build_workers(len(self.c_source)))
+            libs = build_many([unit_source(self.plan, u) for u in units], openmp)
+            lib_of = {name: lib for u, lib in zip(units, libs) for name in u}
+            self.units = len(units)
             for k in self.plan.kernels:
-                fn = getattr(lib, k.name)
+                fn = getattr(lib_of[k.name], k.name)
                 fn.argtypes = [ctypes.c_void_p] * len(kparams[k.name]) + \
                     [ctypes.c_int64] * len(self.plan.symbols)  # dynamic sizes
                 fn.restype = None
