@@ -70,19 +70,10 @@ def _builders() -> dict[str, tuple[int, Callable]]:
     on traced tensors)."""
     from ..ops import activations as A
 
-    def gelu(t, dt, approximate):
-        if approximate == "none" and dt == D.float32:
-            return _gelu32(t[0])
-        return A.gelu(t[0], approximate)
-
-    def gelu_backward(t, dt, approximate):
-        if approximate == "none" and dt == D.float32:
-            return _gelu_backward32(t[0], t[1])
-        return A.gelu_backward(t[0], t[1], approximate)
-
     return {
-        "gelu": (1, gelu),
-        "gelu_backward": (2, gelu_backward),
+        "gelu": (1, lambda t, dt, approximate: A.gelu(t[0], approximate)),
+        "gelu_backward": (2, lambda t, dt, approximate: A.gelu_backward(t[0], t[1],
+                                                                        approximate)),
         "softmax": (1, lambda t, dt, dim: A.softmax(t[0], dim)),
         "log_softmax": (1, lambda t, dt, dim: A.log_softmax(t[0], dim)),
         "_softmax_backward_data": (
@@ -90,62 +81,6 @@ def _builders() -> dict[str, tuple[int, Callable]]:
         "_log_softmax_backward_data": (
             2, lambda t, dt, dim: A._log_softmax_backward_data(t[0], t[1], dim)),
     }
-
-
-# ---------------------------------------------------------------------- float32 erf in ops
-# The generated C calls libm's erff, which does not vectorize; so float32 GELU's kernels trace
-# erf as a formula of ember ops instead (one fused loop of multiplies, adds, em_expf and
-# sqrt). Large |z|: special.erf32's form, sign(z) sqrt(1 - exp(-t R(t))), t = z^2 (z clamped
-# at 4.25), R(t) = 4/pi + t N(t) / D(t) with special's minimax rational; 1 - exp(u) is
-# accurate once t >= 1/2 (1 - exp(u) >= 0.47 there). Small |z| (t < 1/2): the Taylor series
-# z 2/sqrt(pi) sum (-t)^k / (k! (2k + 1)) to k = 8 (truncation below 1e-8 relative).
-# The fusion pass stores every value read by more than one consumer, so each use below builds
-# its subexpression afresh from the graph input (``z()``, ``t()``) and these graphs skip CSE:
-# the C compiler merges the repeats, and the loop keeps one input and one output.
-_ERF_N = (1.2195130693726242e-05, -0.000322041567414999, -0.0033873242791742086,
-          -0.024355921894311905, -0.03825534135103226)
-_ERF_D = (-4.5992965169716626e-05, 0.0009133449639193714, 0.021291211247444153,
-          0.15449538826942444, 0.725136935710907, 1.0)
-_ERF_TAYLOR = tuple((-1) ** k * 2 / math.sqrt(math.pi) / (math.factorial(k) * (2 * k + 1))
-                    for k in range(8, -1, -1))
-_SQRT1_2 = 1 / math.sqrt(2.0)
-_GELU_PDF = 1 / math.sqrt(2.0 * math.pi)
-
-
-def _horner(coefs: tuple, t: Callable):
-    r = t() * coefs[0] + coefs[1]
-    for c in coefs[2:]:
-        r = r * t() + c
-    return r
-
-
-def _erf32(x):
-    """erf(x / sqrt 2) of a traced float32 tensor, in ember ops (see above)."""
-    from ..ops.binary import where
-
-    def z():
-        return (x * _SQRT1_2).clamp(-4.25, 4.25)  # NaN stays NaN
-
-    def t():
-        return z() * z()
-
-    def big():
-        r = _horner(_ERF_N, t) / _horner(_ERF_D, t) * t() + 4 / math.pi
-        return (1 - (r * t()).neg().exp()).sqrt()
-
-    return where(t() < 0.5, _horner(_ERF_TAYLOR, t) * z(),
-                 where(x < 0, big().neg(), big()))
-
-
-def _gelu32(x):
-    # the numpy path's order: (erf(x / sqrt 2) + 1) * 0.5 * x
-    return (_erf32(x) + 1) * 0.5 * x
-
-
-def _gelu_backward32(g, x):
-    # gelu' = (1 + erf(x / sqrt 2)) / 2 + x exp(-x^2 / 2) / sqrt(2 pi)
-    d = (x * x * -0.5).exp() * _GELU_PDF * x
-    return ((_erf32(x) + 1) * 0.5 + d) * g
 
 
 def kernel(name: str, dtype: np.dtype, rank: int, **options) -> Callable | None:
@@ -184,7 +119,7 @@ def _build(name: str, dt: D.dtype, rank: int, options: dict) -> Callable | None:
     from ..autograd.grad_mode import no_grad
     from ..compiler import capture, symbolic
     from ..compiler.inductor import CompiledGraph
-    from ..compiler.passes import PIPELINE, cse
+    from ..compiler.passes import PIPELINE
 
     n_in, fn = _builders()[name]
     env = symbolic.ShapeEnv()
@@ -197,8 +132,7 @@ def _build(name: str, dt: D.dtype, rank: int, options: dict) -> Callable | None:
             graph, lifted = capture.trace(lambda *t: fn(t, dt, **options), tuple(examples),
                                           {}, env, {i: shape for i in range(n_in)})
         for p in PIPELINE:
-            if p is not cse or not (dt == D.float32 and options.get("approximate") == "none"):
-                graph = p(graph)  # no CSE on the erf formula (see _erf32)
+            graph = p(graph)
         if lifted or graph.lifted_tensors() or env.specialized or env.guards:
             return None  # the kernel would not be valid for every size: stay on numpy
         cg = CompiledGraph(graph, None, openmp=True, contiguous_inputs=True)
