@@ -45,26 +45,60 @@ def _try(cc: str, flags: list[str]) -> bool:
 
 def compiler_flags(cc: str, openmp: bool = True) -> list[str]:
     """-O3 with IEEE semantics kept (no -ffast-math, no FMA contraction, so results match the
-    eager kernels op by op), plus -march=native and -fopenmp when the compiler accepts them."""
+    eager kernels op by op), plus -march=native and -fopenmp when the compiler accepts them.
+    Probing compiles small programs (~0.5 s), so its answer is kept in the cache directory
+    per compiler and machine; a missing or unreadable record is probed again."""
     key = (cc, openmp)
     if key not in _PROBED:
-        flags = ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno"]
-        if _try(cc, flags + ["-march=native"]):
-            flags.append("-march=native")
-        if openmp and _try(cc, flags + ["-fopenmp"]):
-            flags.append("-fopenmp")
-        elif _try(cc, flags + ["-fopenmp-simd"]):
-            flags.append("-fopenmp-simd")  # vector loops without the threading runtime
+        record = os.path.join(cache.cache_dir(), "flags-" + cache.key_of(
+            _compiler_id(cc), str(openmp), _machine_id())[:32])
+        try:
+            with open(record) as f:
+                flags = f.read().split()
+        except OSError:
+            flags = []
+        if not flags or flags[0] != "-O3":
+            flags = ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno"]
+            if _try(cc, flags + ["-march=native"]):
+                flags.append("-march=native")
+            if openmp and _try(cc, flags + ["-fopenmp"]):
+                flags.append("-fopenmp")
+            elif _try(cc, flags + ["-fopenmp-simd"]):
+                flags.append("-fopenmp-simd")  # vector loops without the threading runtime
+            tmp = f"{record}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(" ".join(flags))
+            os.replace(tmp, record)  # atomic: a concurrent reader sees all of it or nothing
         _PROBED[key] = flags
     return list(_PROBED[key])
 
 
 def _compiler_id(cc: str) -> str:
+    """The compiler's path and version line: part of every cache key."""
     key = ("version", cc)
     if key not in _PROBED:
         r = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False)
-        _PROBED[key] = r.stdout.splitlines()[0] if r.stdout else cc
+        _PROBED[key] = cc + ": " + (r.stdout.splitlines()[0] if r.stdout else "")
     return _PROBED[key]
+
+
+def _machine_id() -> str:
+    """The CPU's identity (model and feature flags): objects built with -march=native are only
+    valid on such a CPU, and a home directory (the cache) may be shared between machines."""
+    if "machine" not in _PROBED:
+        import platform
+        lines = []
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    name = line.split(":", 1)[0].strip()
+                    if name in ("model name", "flags", "Features", "CPU part") and \
+                            not any(x.startswith(name + ":") for x in lines):
+                        lines.append(f"{name}:{line.split(':', 1)[1].strip()}")
+        except OSError:
+            pass
+        _PROBED["machine"] = platform.machine() + ";" + ";".join(lines)
+    return _PROBED["machine"]
 
 
 def build(source: str, openmp: bool = True) -> ctypes.CDLL:
