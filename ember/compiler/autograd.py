@@ -102,6 +102,26 @@ def requires_grad_flags(graph: Graph, input_rg: list[bool]) -> dict:
     return rg
 
 
+def _save_size_carriers(graph: Graph, bwd: Graph, saved_value: Callable) -> None:
+    """Sizes the backward graph uses that none of its inputs has as a dimension (a mean's
+    divisor, the shape a broadcast input's gradient sums back to) would be unbound when it
+    runs: save a forward input that has each as a dimension, so the symbol binds from it."""
+    from .symbolic import symbols_of
+
+    def dims(nodes) -> set:
+        return symbols_of(tuple(n.meta.shape for n in nodes if not isinstance(n.meta, tuple)))
+    have = dims(n for n in bwd.nodes if n.kind == "input")
+    used = dims(bwd.nodes) | symbols_of(tuple((n.args, tuple(n.kwargs.values()))
+                                              for n in bwd.nodes))
+    for s in sorted(used - have, key=lambda s: s.index):
+        if s in have:
+            continue
+        src = next((n for n in graph.inputs if s in dims([n])), None)
+        if src is not None:
+            saved_value(src)
+            have |= dims([src])
+
+
 def derive_backward(graph: Graph, input_rg: list[bool]) -> tuple[Graph, list[Node], list[int]]:
     """``(backward graph, forward nodes it reads, indices of the inputs it gives grads for)``.
     Raises _NoRule when some op cannot be differentiated symbolically."""
@@ -192,6 +212,7 @@ def derive_backward(graph: Graph, input_rg: list[bool]) -> tuple[Graph, list[Nod
               if f and id(n) in grads]
     bwd = tracer.graph
     outs = [tracer.node_of(grads[id(graph.inputs[i])]) for i in wanted]
+    _save_size_carriers(graph, bwd, saved_value)
     if any(t.requires_grad for t in tracer.lifted_tensors):
         raise _NoRule("a backward rule read a tensor from outside the graph")
     # input order: saved values, then tangents, then the constants rules made (index

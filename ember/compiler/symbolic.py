@@ -589,10 +589,10 @@ def bind_calls(fn: Callable, shapes: list[tuple], nodes: Iterable = ()) -> Calla
         for s, (i, d, c, k) in pairs:
             b[s] = (flat[i].shape[d] - k) // c
         BINDINGS.append(b)
-        for n, args, kwargs in sym_nodes:
-            n.args = evaluate(args, b)
-            n.kwargs = {k: evaluate(v, b) for k, v in kwargs.items()}
-        try:
+        try:  # an unbound symbol must not leave the binding pushed (or nodes rewritten)
+            for n, args, kwargs in sym_nodes:
+                n.args = evaluate(args, b)
+                n.kwargs = {k: evaluate(v, b) for k, v in kwargs.items()}
             return fn(*flat)
         finally:
             for n, args, kwargs in sym_nodes:
