@@ -115,7 +115,7 @@ static inline float em_erff(float x) {
 }
 """
 
-OMP_MIN_ELEMENTS = 1 << 16  # below this, thread start-up costs more than it saves
+OMP_MIN_ELEMENTS = 1 << 20  # below this, thread start-up costs more than it saves
 
 
 def c_literal(value, dt: D.dtype) -> str:
