@@ -90,6 +90,28 @@ def parallel_rows(kernel, *arrays) -> None:
         f.result()
 
 
+def parallel_ufunc(ufunc):
+    """``f(a, b)``: ``ufunc(a, b)``, computed in per-thread slices when both are large
+    C-contiguous arrays of one shape (memory-bound work that one core cannot saturate)."""
+    import numpy as np
+
+    def f(a, b):
+        n = num_threads()
+        if n <= 1 or a.size < 4 * PARALLEL_MIN or a.shape != b.shape or \
+                not (a.flags.c_contiguous and b.flags.c_contiguous):
+            return ufunc(a, b)
+        out = np.empty(a.shape, np.result_type(a, b))
+        fa, fb, fo = a.reshape(-1), b.reshape(-1), out.reshape(-1)
+        bounds = [a.size * i // n for i in range(n + 1)]
+        parts = [_pool().submit(ufunc, fa[lo:hi], fb[lo:hi], out=fo[lo:hi])
+                 for lo, hi in zip(bounds[:-1], bounds[1:])]
+        for p in parts:
+            p.result()
+        return out
+    f.__name__ = ufunc.__name__
+    return f
+
+
 def parallel_sum(a, dtype=None):
     """The sum of every element of a large contiguous array, from per-thread partial sums."""
     flat = a.reshape(-1)

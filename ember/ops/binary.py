@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .. import _dtype as D
+from ..backends.cpu import parallel_ufunc
 from .bind import tensor_method
 from .pointwise import kind, promoted_op as binop, to_compute, type_name
 from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, alias_all, op
@@ -73,7 +74,7 @@ def _scaled(xp, other, alpha, negate=False):
     return other * to_compute(alpha, other.dtype)
 
 
-@binop(inplace=True, float_kernel=np.add)
+@binop(inplace=True, float_kernel=parallel_ufunc(np.add))
 def add(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
     """``add(input, other, *, alpha=1)``: input + alpha * other."""
     other = _scaled(xp, other, alpha)
@@ -98,7 +99,7 @@ def _check_sub(raw, rt, kwargs):
                            "operator instead.")
 
 
-@binop(inplace=True, check=_check_sub, float_kernel=np.subtract)
+@binop(inplace=True, check=_check_sub, float_kernel=parallel_ufunc(np.subtract))
 def sub(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
     """``sub(input, other, *, alpha=1)``: input - alpha * other."""
     if input.dtype.kind == "c":
@@ -112,7 +113,7 @@ def _(ctx, g):
     return g, (-g if a == 1 else -g * _conj(a))
 
 
-@binop(inplace=True, saves=("input", "other"), float_kernel=np.multiply)
+@binop(inplace=True, saves=("input", "other"), float_kernel=parallel_ufunc(np.multiply))
 def mul(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
     """``mul(input, other)``."""
     if input.dtype == np.bool_:
@@ -150,7 +151,7 @@ def _check_div(raw, rt, kwargs):
 
 
 @binop(_div_kind, inplace=True, check=_check_div, saves=("input", "other"),
-       float_kernel=np.true_divide)
+       float_kernel=parallel_ufunc(np.true_divide))
 def div(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, rounding_mode=None):
     """``div(input, other, *, rounding_mode=None)``: true division, or rounded ("trunc",
     "floor"; integer results stay integral and division by zero raises)."""
