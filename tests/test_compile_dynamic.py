@@ -16,6 +16,7 @@ import ember
 from ember import nn
 from ember.compiler import (
     ConstraintViolationError,
+    codegen_c,
     compile,
     counters,
     mark_dynamic,
@@ -80,7 +81,7 @@ def test_generated_kernels_take_sizes_as_parameters():
     while hasattr(cg, "__wrapped__"):
         cg = cg.__wrapped__
     assert "int64_t s0" in cg.c_source and "< s0" in cg.c_source
-    assert "if(16*s0 >= 65536)" in cg.c_source  # OpenMP decided per call, not guarded
+    assert f"if(16*s0 >= {codegen_c.OMP_MIN_ELEMENTS})" in cg.c_source  # decided per call
     assert "s0 = inputs[0]._data.shape[0]" in cg.wrapper_source
     before = counters["compiles"]
     for n in (2, 9, 40, 100, 5000):
