@@ -20,5 +20,5 @@ __all__ = ["LinAlgError", "cholesky", "cross", "det", "diagonal", "eigh", "eigva
 def diagonal(A, *, offset: int = 0, dim1: int = -2, dim2: int = -1):
     """linalg.diagonal(A, *, offset=0, dim1=-2, dim2=-1) -> Tensor: ``ember.diagonal`` with the
     matrix dimensions last by default."""
-    from .ops.shape import diagonal as _diagonal
+    from .ops.strided import diagonal as _diagonal
     return _diagonal(A, offset, dim1, dim2)

@@ -61,7 +61,7 @@ def test_script_runs_end_to_end(tmp_path, capsys):
     assert np.isfinite(result["val"]) and result["baseline"] > 0
 
 
-@pytest.mark.parametrize("step,expect", [(0, 3e-3 / 50), (49, 3e-3), (700, 3e-4)])
+@pytest.mark.parametrize("step,expect", [(0, 3e-3 / 50), (49, 3e-3), (1600, 3e-4)])
 def test_learning_rate_schedule(step, expect):
     args = demo.parse([])
     assert demo.lr_at(step, args) == pytest.approx(expect, rel=1e-6, abs=1e-9)

@@ -1,6 +1,6 @@
 """Train a character-level GPT on text that every machine has: Python's own standard library.
 
-    python -m ember.examples.train_gpt [--steps 700] [--out out/gpt] [--data FILE]
+    python -m ember.examples.train_gpt [--steps 1600] [--out out/gpt] [--data FILE]
 
 The model is a small GPT (token and position embeddings, pre-norm blocks with causal
 self-attention through ``scaled_dot_product_attention`` and a GELU MLP, LayerNorm, output
@@ -164,7 +164,7 @@ def parse(argv=None):
     p.add_argument("--data", help="a text file to train on (default: Python's stdlib source)")
     p.add_argument("--chars", type=int, default=1_000_000, help="characters of stdlib text")
     p.add_argument("--out", default="out/gpt", help="directory for checkpoint and plot")
-    p.add_argument("--steps", type=int, default=700)
+    p.add_argument("--steps", type=int, default=1600)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--block", type=int, default=64, help="context length")
     p.add_argument("--n-layer", type=int, default=4)

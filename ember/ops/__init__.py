@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from .registry import OPS, OpDef, op  # noqa: F401
 from . import (creation, pointwise, binary, complex, reduction, scans, sorting,  # noqa: F401
-               shape, joining, padding, indexing, linalg, random, nn_ops, conv)
+               shape, strided, joining, padding, indexing, linalg, random, nn_ops, conv)
 from .bind import bind_namespace as _bind
 
-FAMILIES = (creation, pointwise, binary, complex, reduction, scans, sorting, shape, joining,
-            padding, indexing, linalg, random, nn_ops, conv)
+FAMILIES = (creation, pointwise, binary, complex, reduction, scans, sorting, shape, strided,
+            joining, padding, indexing, linalg, random, nn_ops, conv)
 
 
 def bind_namespace(ns: dict) -> None:

@@ -21,7 +21,6 @@ from .registry import op
 from .shape import (
     _int_list,
     _sizes,
-    _view_grad,
     check_tensors,
     expand,
     reshape,
@@ -29,6 +28,7 @@ from .shape import (
     wrap_dim,
     wrap_dim_nonscalar,
 )
+from .strided import _view_grad
 
 PUBLIC = ["atleast_1d", "atleast_2d", "atleast_3d", "cat", "concat", "concatenate", "hstack",
           "vstack", "row_stack", "dstack", "column_stack", "split_with_sizes", "chunk", "hsplit",

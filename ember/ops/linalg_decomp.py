@@ -25,7 +25,7 @@ from .creation import eye
 from .linalg import _LOW, edtype, is_inexact, matmul, tname, write_out_as
 from .linalg_struct import diag_embed
 from .registry import broadcast_error, op
-from .shape import diagonal, narrow
+from .strided import diagonal, narrow
 
 PUBLIC = ["logdet", "matrix_power", "pinverse", "svd", "qr", "cholesky"]
 

@@ -16,7 +16,7 @@ from .bind import tensor_method
 from .creation import eye
 from .linalg import _LOW, tname
 from .registry import broadcast_error, op
-from .shape import diagonal
+from .strided import diagonal
 
 PUBLIC = ["cross", "diagflat"]
 

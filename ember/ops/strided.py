@@ -1,0 +1,294 @@
+"""Views that select part of their input by strides: ``narrow``, ``select``, ``diagonal``,
+``unfold`` and ``as_strided``. They share one backward: ``_view_grad`` writes the gradient into
+zeros of the input's shape at the positions the view reads, and ``_view_take`` (its own
+backward) reads them back.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .._tensor import Tensor, _root
+from .bind import tensor_method
+from .registry import OPS, op
+from .shape import _elem_strides, _int_list, _ptr, _storage_offset, wrap_dim
+
+PUBLIC = ["as_strided"]
+
+
+# ---------------------------------------------------------------------- strided views
+def _storage_bytes(a: np.ndarray) -> np.ndarray | None:
+    """The storage under ``a`` as a flat uint8 view starting where ``storage_offset`` counts
+    from, or None when the storage is not one dense block (then positions are ambiguous)."""
+    root = _root(a)
+    flat = root.reshape(-1) if root.flags.c_contiguous else root.ravel(order="K")
+    if flat.base is None and flat is not root or (flat.size and _ptr(flat) != _ptr(root)):
+        return None
+    return flat.view(np.uint8)
+
+
+def _strided_view(a: np.ndarray, shape, strides, offset: int | None = None) -> np.ndarray:
+    """A view of ``a``'s storage with ``shape`` and element ``strides`` starting ``offset``
+    elements into the storage (default: where ``a`` starts). Built over the storage array so
+    the view's ``.base`` chain leads back to it (``storage_offset``/``_base`` stay right)."""
+    isz = a.itemsize
+    buf = _storage_bytes(a)
+    if buf is None:
+        if offset is not None:
+            raise RuntimeError("as_strided: the input's storage is not one dense block")
+        return np.lib.stride_tricks.as_strided(a, shape, [s * isz for s in strides],
+                                               writeable=a.flags.writeable)
+    start = (_storage_offset(a) if offset is None else offset) * isz
+    if any(n == 0 for n in shape):
+        start = min(start, buf.size)
+    v = np.ndarray(tuple(shape), a.dtype, buffer=buf, offset=start,
+                   strides=tuple(s * isz for s in strides))
+    # like expand: a read-only input, or a view repeating one element along a dimension,
+    # refuses writes (PyTorch refuses writes to zero-stride dimensions)
+    if v.flags.writeable and (not a.flags.writeable or any(
+            s == 0 and n > 1 for n, s in zip(shape, strides))):
+        v.flags.writeable = False
+    return v
+
+
+@op(view=True, out=False)
+def narrow(xp, input: "Tensor", dim, start, length):
+    nd = input.ndim
+    if nd == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    d = wrap_dim(dim, nd)
+    if isinstance(start, Tensor) and (start.ndim != 0 or start.dtype.kind not in "iu"):
+        raise RuntimeError("start must be an 0-dim integral Tensor.")
+    start, length = operator.index(start), operator.index(length)
+    n = input.shape[d]
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got "
+                         f"{start})")
+    if start < 0:
+        start += n
+    if start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return input[(slice(None),) * d + (slice(start, start + length),)]
+
+
+@narrow.def_backward
+def _(ctx, g):
+    return _view_grad(g, ctx.input.shape, "narrow",
+                      (ctx.dim, operator.index(ctx.start), operator.index(ctx.length)))
+
+
+@op(view=True, out=False)
+def select(xp, input: "Tensor", dim, index):
+    nd = input.ndim
+    if nd == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = wrap_dim(dim, nd)
+    index = operator.index(index)
+    n = input.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{list(input.shape)} at dimension {d}")
+    return input[(slice(None),) * d + (index, Ellipsis)]
+
+
+@select.def_backward
+def _(ctx, g):
+    return _view_grad(g, ctx.input.shape, "select", (ctx.dim, operator.index(ctx.index)))
+
+
+@op(view=True, out=False)
+def diagonal(xp, input: "Tensor", offset=0, dim1=0, dim2=1):
+    nd = input.ndim
+    a, b = wrap_dim(dim1, nd), wrap_dim(dim2, nd)
+    if a == b:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    d = xp.diagonal(input, offset, a, b)
+    if input.flags.writeable:  # numpy hands out read-only diagonals; PyTorch's are writable
+        d.flags.writeable = True
+    return d
+
+
+@diagonal.def_backward
+def _(ctx, g):
+    return _view_grad(g, ctx.input.shape, "diagonal", (ctx.offset, ctx.dim1, ctx.dim2))
+
+
+@op("as_strided", view=True, out=False, function=False, method=False)
+def _as_strided(xp, input: "Tensor", size, stride, storage_offset=None, *, geometry=None):
+    size = _int_list(size, "as_strided", "size", 2)
+    stride = _int_list(stride, "as_strided", "stride", 3)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    if any(s < 0 for s in stride):
+        raise RuntimeError("as_strided: Negative strides are not supported at the moment, got "
+                           f"strides: {list(stride)}")
+    if any(s < 0 for s in size):
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)} and "
+                           f"strides={list(stride)}")
+    off = _storage_offset(input) if storage_offset is None else operator.index(storage_offset)
+    if off < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {off}")
+    buf = _storage_bytes(input)
+    isz = input.itemsize
+    need = 0 if 0 in size else off + 1 + sum((n - 1) * s for n, s in zip(size, stride))
+    have = (buf.size if buf is not None else input.nbytes)
+    if need * isz > have:
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
+                           f"offset {off}, and itemsize {isz} requiring a storage size of "
+                           f"{need * isz} are out of bounds for storage of size {have}")
+    return _strided_view(input, size, stride, off)
+
+
+@_as_strided.def_meta
+def _(input, size, stride, storage_offset=None, *, geometry=None):
+    return tuple(size), input.dtype
+
+
+@_as_strided.def_backward
+def _(ctx, g):
+    x = ctx.input
+    if ctx.geometry is None:  # called without the public wrapper: assume a contiguous input
+        st, acc = [], 1
+        for n in reversed(tuple(x.shape)):
+            st.append(acc)
+            acc *= max(n, 1)
+        in_stride, in_offset = tuple(reversed(st)), 0
+    else:
+        in_stride, in_offset = ctx.geometry
+    off = in_offset if ctx.storage_offset is None else ctx.storage_offset
+    return _view_grad(g, x.shape, "as_strided",
+                      (tuple(ctx.size), tuple(ctx.stride), off, in_stride, in_offset))
+
+
+def as_strided(input: Tensor, size, stride, storage_offset: int | None = None) -> Tensor:
+    """``as_strided(input, size, stride, storage_offset=None)``: a view of ``input``'s storage
+    with the given sizes and strides (in elements), starting ``storage_offset`` elements into
+    the storage (default: ``input.storage_offset()``)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"as_strided(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    return _as_strided(input, size, stride, storage_offset,
+                       geometry=(tuple(input.stride()), input.storage_offset()))
+
+
+tensor_method("as_strided")(as_strided)
+
+
+@op(view=True, out=False, function=False)
+def unfold(xp, input: "Tensor", dimension, size, step):
+    nd = input.ndim
+    d = wrap_dim(dimension, nd)
+    n = input.shape[d] if nd else 1
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    if size > n:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    if nd == 0:
+        return _strided_view(input, (size,), (1,))
+    st = _elem_strides(input)
+    shape = input.shape[:d] + ((n - size) // step + 1,) + input.shape[d + 1:] + (size,)
+    strides = st[:d] + (st[d] * step,) + st[d + 1:] + (st[d],)
+    return _strided_view(input, shape, strides)
+
+
+@unfold.def_backward
+def _(ctx, g):
+    return _view_grad(g, ctx.input.shape, "unfold", (ctx.dimension, ctx.size, ctx.step))
+
+
+# ---------------------------------------------------------------------- gradients of views
+# views whose elements are distinct input elements: their gradient is a plain write
+_DISJOINT = frozenset({"narrow", "select", "diagonal"})
+
+
+def _storage_index(shape, stride, offset) -> np.ndarray:
+    pos = np.full(tuple(shape), offset, np.int64)
+    for k, (n, s) in enumerate(zip(shape, stride)):
+        pos += (np.arange(n, dtype=np.int64) * s).reshape((-1,) + (1,) * (len(shape) - k - 1))
+    return pos
+
+
+def _positions(base_shape, view_name: str, args: tuple) -> np.ndarray:
+    """For each element of the view, the flat index of the input element it reads (-1: an
+    ``as_strided`` element outside the input's own elements)."""
+    n = int(np.prod(base_shape))
+    if view_name == "as_strided":
+        size, stride, offset, in_stride, in_offset = args
+        in_pos = _storage_index(base_shape, in_stride, in_offset).ravel()
+        out_pos = _storage_index(size, stride, offset)
+        span = max(int(in_pos.max(initial=-1)), int(out_pos.max(initial=-1))) + 1
+        owner = np.full(span, -1, np.int64)
+        owner[in_pos] = np.arange(n, dtype=np.int64)
+        return owner[out_pos]
+    idx = np.arange(n, dtype=np.int64).reshape(base_shape)
+    return np.array(OPS[view_name].impl(np, idx, *args))
+
+
+def _scatter_add(n: int, pos: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    pos, vals = pos.ravel(), vals.ravel()
+    keep = pos >= 0
+    if not keep.all():
+        pos, vals = pos[keep], vals[keep]
+    if vals.dtype.kind == "c":
+        return np.bincount(pos, vals.real, n) + 1j * np.bincount(pos, vals.imag, n)
+    return np.bincount(pos, vals.astype(np.float64, copy=False), n)
+
+
+@op(method=False, function=False, out=False)
+def _view_grad(xp, grad: "Tensor", base_shape, view_name, args):
+    """Zeros of ``base_shape`` with ``grad`` added at the positions view ``view_name`` reads."""
+    base_shape = tuple(base_shape)
+    if view_name in _DISJOINT:
+        z = xp.zeros(base_shape, grad.dtype)
+        OPS[view_name].impl(xp, z, *args)[...] = grad
+        return z
+    if view_name == "unfold" and base_shape:
+        return _unfold_grad(xp, grad, base_shape, *args)
+    n = int(np.prod(base_shape))
+    r = _scatter_add(n, _positions(base_shape, view_name, args), grad)
+    return r.astype(grad.dtype, copy=False).reshape(base_shape)
+
+
+def _unfold_grad(xp, grad, base_shape, dimension, size, step):
+    """Windows overlap when ``step < size``: add them back one slice at a time, looping over
+    whichever is fewer, the offsets within a window or the windows."""
+    d = wrap_dim(dimension, len(base_shape))
+    z = xp.zeros(base_shape, grad.dtype)
+    pre = (slice(None),) * d
+    count = grad.shape[d]
+    if size <= count:
+        for k in range(size):  # offset k of every window: input positions k, k+step, ...
+            z[pre + (slice(k, k + step * (count - 1) + 1, step),)] += grad[..., k]
+    else:
+        for i in range(count):  # window i covers input positions i*step ... i*step+size-1
+            z[pre + (slice(i * step, i * step + size),)] += xp.moveaxis(grad[pre + (i,)], -1, d)
+    return z
+
+
+@_view_grad.def_backward
+def _(ctx, g):
+    if ctx.view_name in _DISJOINT or ctx.view_name == "unfold":
+        return OPS[ctx.view_name](g, *ctx.args)
+    return _view_take(g, ctx.base_shape, ctx.view_name, ctx.args)
+
+
+@op(method=False, function=False, out=False)
+def _view_take(xp, input: "Tensor", base_shape, view_name, args):
+    """What view ``view_name`` reads from ``input``, as a new array (0 where it reads none)."""
+    pos = _positions(tuple(base_shape), view_name, args)
+    flat = input.reshape(-1)
+    out = flat[np.maximum(pos, 0)] if flat.size else np.zeros(pos.shape, input.dtype)
+    if (pos < 0).any():
+        out[pos < 0] = 0
+    return out
+
+
+@_view_take.def_backward
+def _(ctx, g):
+    return _view_grad(g, ctx.base_shape, ctx.view_name, ctx.args)
