@@ -17,7 +17,10 @@ import numpy as np
 from .. import _dtype as D
 from .._tensor import Size, Tensor, _root, _wrap_dim
 from .bind import tensor_method
-from .registry import alias_all, broadcast_error, check_tensor_args, fast_unary_method, op
+from .registry import (TRACE, alias_all, broadcast_error, check_tensor_args, fast_unary_method,
+                       op)
+
+_new = object.__new__
 
 PUBLIC = ["broadcast_to", "broadcast_shapes", "broadcast_tensors"]
 
@@ -136,6 +139,25 @@ def _(ctx, g):
 
 @tensor_method("view")
 def _view_method(self, *shape, dtype=None):
+    # the commonest case inline (plain int sizes, nothing to infer, no autograd, no trace):
+    # what the op's dispatcher would do for it, at a third of the cost
+    if dtype is None and TRACE[0] is None and not self._leaf_rg and self.grad_fn is None \
+            and type(self) is Tensor and all(type(s) is int and s >= 0 for s in shape):
+        a = self._data
+        if math.prod(shape) == a.size:
+            try:
+                res = a.reshape(shape, copy=False)
+            except ValueError:
+                pass  # not expressible as a view: the general path raises PyTorch's error
+            else:
+                out = _new(Tensor)
+                out._data = res
+                out._dtype = self._dtype
+                base = self._base
+                out._base = base if base is not None else self
+                vc = self._vc
+                out._vc = vc if vc is not None else self._version_counter()
+                return out
     if dtype is not None:
         return view_dtype(self, dtype)
     if len(shape) == 1 and type(shape[0]) is not int and isinstance(shape[0], D.dtype):
