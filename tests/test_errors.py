@@ -253,6 +253,9 @@ MISSING = {
     "lerp": lambda m: t(m, 3).lerp(),
     "lerp one": lambda m: t(m, 3).lerp(t(m, 3)),
     "function": lambda m: m.atan2(t(m, 3)),
+    "ones no size": lambda m: m.ones(),
+    "zeros no size": lambda m: m.zeros(dtype=m.float64),
+    "empty no size": lambda m: m.empty(),
 }
 
 

@@ -18,8 +18,11 @@ FACTORY = ("factory",)
 PUBLIC = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zero_"]
 
 
-def _size(size) -> tuple:
-    """``zeros(2, 3)``, ``zeros((2, 3))``, ``zeros([2, 3])`` and ``zeros(Size)`` all mean (2, 3)."""
+def _size(size, op: str | None = None) -> tuple:
+    """``zeros(2, 3)``, ``zeros((2, 3))``, ``zeros([2, 3])`` and ``zeros(Size)`` all mean (2, 3);
+    with ``op``, no size at all (``zeros()``) is PyTorch's TypeError (``zeros(())`` is 0-d)."""
+    if not size and op is not None:
+        raise TypeError(f'{op}() missing 1 required positional arguments: "size"')
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
     out = []
@@ -175,21 +178,21 @@ def from_dlpack(ext_tensor) -> Tensor:
 def empty(xp, *size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False, memory_format=None):
     check_device(device)
-    return xp.empty(_size(size), _np_dtype(dtype))
+    return xp.empty(_size(size, "empty"), _np_dtype(dtype))
 
 
 @op(tags=FACTORY, method=False, differentiable=False)
 def zeros(xp, *size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
           pin_memory=False):
     check_device(device)
-    return xp.zeros(_size(size), _np_dtype(dtype))
+    return xp.zeros(_size(size, "zeros"), _np_dtype(dtype))
 
 
 @op(tags=FACTORY, method=False, differentiable=False)
 def ones(xp, *size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
          pin_memory=False):
     check_device(device)
-    return xp.ones(_size(size), _np_dtype(dtype))
+    return xp.ones(_size(size, "ones"), _np_dtype(dtype))
 
 
 def _fill_dtype(fill_value):
