@@ -88,6 +88,15 @@ def _on(mask, fn, x, out):
         out[mask] = fn(x[mask])
 
 
+def _split_at_10(x, big_fn, mid_fn):
+    """``big_fn`` (an asymptotic series) where x >= 10, ``mid_fn`` elsewhere."""
+    out = np.empty_like(x)
+    big = x >= 10.0
+    _on(big, big_fn, x, out)
+    _on(~big, mid_fn, x, out)
+    return out
+
+
 def sigmoid(x):
     # 1 / (1 + exp(-x)) is exact enough and saturates correctly at both ends
     one = x.dtype.type(1)
@@ -483,11 +492,7 @@ def _lgamma_mid(x):
 
 def _lgamma_pos(x):
     """lgamma for x >= -1/2 (or NaN)."""
-    out = np.empty_like(x)
-    big = x >= 10.0
-    _on(big, _lgamma_stirling, x, out)
-    _on(~big, _lgamma_mid, x, out)
-    return out
+    return _split_at_10(x, _lgamma_stirling, _lgamma_mid)
 
 
 def _lgamma_reflect(x):
@@ -539,11 +544,8 @@ def _digamma_mid(x):
 
 
 def _digamma_pos(x):
-    out = np.empty_like(x)
-    big = x >= 10.0
-    _on(big, _digamma_asym, x, out)
-    _on(~big, _digamma_mid, x, out)
-    return out
+    """digamma for x >= -1/2 (or NaN)."""
+    return _split_at_10(x, _digamma_asym, _digamma_mid)
 
 
 def _digamma_reflect(x):
