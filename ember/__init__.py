@@ -35,19 +35,23 @@ from . import linalg, nn, optim, random, utils, serialization  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 from .compiler import compile  # noqa: E402,F401
 from . import _dynamo  # noqa: E402,F401
+from .ops.arguments import takes_tensors as _takes_tensors  # noqa: E402
 
 
 def is_tensor(obj) -> bool:
     return isinstance(obj, Tensor)
 
 
+@_takes_tensors("input")
 def is_floating_point(input) -> bool:
     return input.is_floating_point()
 
 
+@_takes_tensors("input")
 def is_complex(input) -> bool:
     return input.is_complex()
 
 
+@_takes_tensors("input")
 def numel(input) -> int:
     return input.numel()

@@ -34,6 +34,7 @@ from ..ops.normalization import (batch_norm as _batch_norm, group_norm,
                                  instance_norm as _instance_norm, layer_norm, rms_norm)
 from ..ops.padding import pad
 from ..ops.pointwise import sigmoid, tanh
+from ..ops.arguments import takes_tensors
 from ..ops.registry import call_inplace
 
 __all__ = [
@@ -154,16 +155,19 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     return _maybe_inplace(_hardsigmoid, input, inplace)
 
 
+@takes_tensors("input")
 def softsign(input: Tensor) -> Tensor:
     """softsign(input) -> Tensor: x / (1 + |x|)"""
     return input / (input.abs() + 1)
 
 
+@takes_tensors("input")
 def tanhshrink(input: Tensor) -> Tensor:
     """tanhshrink(input) -> Tensor: x - tanh(x)"""
     return input - input.tanh()
 
 
+@takes_tensors("input")
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     """glu(input, dim=-1) -> Tensor: a * sigmoid(b) for the halves a, b of ``input``."""
     if input.ndim == 0:
@@ -236,6 +240,7 @@ def _check_p(p: float) -> None:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 
+@takes_tensors("input")
 def dropout(input: Tensor, p: float = 0.5, training: bool = True,
             inplace: bool = False) -> Tensor:
     """dropout(input, p=0.5, training=True, inplace=False) -> Tensor: zero each element with
@@ -244,6 +249,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True,
     return _dropout(input, p, training, False, False, inplace)
 
 
+@takes_tensors("input")
 def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
                   inplace: bool = False) -> Tensor:
     """alpha_dropout(input, p=0.5, training=False, inplace=False) -> Tensor: dropout that keeps
@@ -252,6 +258,7 @@ def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     return _dropout(input, p, training, False, True, inplace)
 
 
+@takes_tensors("input")
 def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
                           inplace: bool = False) -> Tensor:
     """feature_alpha_dropout(input, p=0.5, training=False, inplace=False) -> Tensor"""
@@ -268,6 +275,7 @@ def _feature_dropout(input, p, training, inplace, batched):
     return input if inplace or out is x else out.squeeze(0)
 
 
+@takes_tensors("input")
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
     """dropout1d(input, p=0.5, training=True, inplace=False) -> Tensor: zero whole channels of a
@@ -281,6 +289,7 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
     return _feature_dropout(input, p, training, inplace, input.ndim == 3)
 
 
+@takes_tensors("input")
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
     """dropout2d(input, p=0.5, training=True, inplace=False) -> Tensor: zero whole channels of a
@@ -303,6 +312,7 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
     return _feature_dropout(input, p, training, inplace, True)
 
 
+@takes_tensors("input")
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
     """dropout3d(input, p=0.5, training=True, inplace=False) -> Tensor: zero whole channels of a
@@ -354,6 +364,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
                           momentum, eps)
 
 
+@takes_tensors("input")
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
                         k: float = 1.0) -> Tensor:
     """local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0) -> Tensor: input divided

@@ -654,7 +654,15 @@ def legacy_softmax_dim(name: str, ndim: int, stacklevel: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1
 
 
-@op(tags=("reduction",), saves=("input",), save_output=True)
+def _logsumexp_out(name: str, res: D.dtype, out: D.dtype) -> str | None:
+    """logsumexp writes into any floating or complex tensor (registry option out_exact)."""
+    if out.is_floating_point or out.is_complex:
+        return None
+    return ("logsumexp(): Expected floating point type for result tensor, but got: "
+            f"{D.TYPE_NAME[out]}")
+
+
+@op(tags=("reduction",), saves=("input",), save_output=True, out_exact=_logsumexp_out)
 def logsumexp(xp, input: "Tensor", dim, keepdim=False):
     """logsumexp(input, dim, keepdim=False) -> Tensor: log(sum(exp(input))) over ``dim``,
     stable for large inputs and for rows of +-inf."""

@@ -575,11 +575,23 @@ def equal(xp, input: "Tensor", other: "Tensor"):
 
 
 # ---------------------------------------------------------------------- selection
-@binop(promote_args=("input", "other"), saves=("condition",))
+def _where_operands(raw: dict, rt, kwargs) -> None:
+    """where takes both of input and other or neither (then it is nonzero(as_tuple=True))."""
+    if (raw["input"] is None) != (raw["other"] is None):
+        given = ", ".join("Tensor" if isinstance(v, np.ndarray) else type(v).__name__
+                          for v in raw.values() if v is not None)
+        e = TypeError(f"where() received an invalid combination of arguments - got (Tensor, "
+                      f"{given}), but expected one of:\n * (Tensor condition)\n * (Tensor "
+                      "condition, Tensor input, Tensor other)")
+        e._ember_final = True
+        raise e
+
+
+@binop(promote_args=("input", "other"), saves=("condition",), check=_where_operands)
 def where(xp, condition: "Tensor", input: "Scalar|Tensor" = None, other: "Scalar|Tensor" = None):
     """``where(condition, input, other)``; ``where(condition)`` is ``nonzero(as_tuple=True)``."""
-    if input is None and other is None:
-        return tuple(xp.nonzero(condition))
+    if input is None and other is None:  # a 0-d condition counts as one element
+        return tuple(xp.nonzero(xp.atleast_1d(condition)))
     if condition.dtype != np.bool_:
         raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
                            f"with dtype {type_name(condition)}")

@@ -3,15 +3,12 @@ variants and Python operators all come from here, never written one by one."""
 
 from __future__ import annotations
 
+import functools
+
 from .._tensor import Tensor
-from .registry import (
-    ALIASES,
-    OPS,
-    call_inplace,
-    fast_binary_method,
-    fast_unary_method,
-    method_arg_error,
-)
+from .arguments import composite_method_error
+from .fast_methods import fast_binary_method, fast_unary_method
+from .registry import ALIASES, OPS, call_inplace, method_arg_error
 
 # Tensor methods whose Python signature differs from the function's (varargs sizes, ...):
 # families register them here with ``tensor_method``.
@@ -22,9 +19,24 @@ def tensor_method(name: str):
     def register(fn):
         if name in METHODS:
             raise RuntimeError(f"Tensor method {name!r} is defined twice")
-        METHODS[name] = fn
+        METHODS[name] = _without_self(fn) if hasattr(fn, "tensor_checks") else fn
         return fn
     return register
+
+
+def _without_self(fn):
+    """A ``takes_tensors`` function as a Tensor method: its argument errors do not count
+    ``self`` (``x.outer(2)`` names position 1, as ``outer(x, 2)`` names position 2)."""
+    @functools.wraps(fn)
+    def method(self, *args, **kwargs):
+        try:
+            return fn(self, *args, **kwargs)
+        except TypeError as e:
+            renumbered = composite_method_error(e, fn)
+            if renumbered is None:
+                raise
+            raise renumbered from None
+    return method
 
 
 def _method(d):

@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .bind import tensor_method
+from .arguments import takes_tensors
 from .registry import op
 
 PW = ("pointwise",)
@@ -33,10 +34,12 @@ def _(ctx, g):
     return g.conj_physical()
 
 
+@takes_tensors("input")
 def resolve_conj(input):
     return input
 
 
+@takes_tensors("input")
 def is_conj(input) -> bool:
     return False
 

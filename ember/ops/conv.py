@@ -27,6 +27,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .._tensor import Tensor, _wrap_dim
+from .arguments import takes_tensors
 from .registry import op
 from .window import (HALF, int_tuple, is_int, pad_to, padded_windows, prod, scatter_windows,
                      shape_str, type_name, upcast)
@@ -577,6 +578,7 @@ def _(ctx, g):
     return im2col(g, ctx.kernel_size, ctx.dilation, ctx.padding, ctx.stride)
 
 
+@takes_tensors("input")
 def unfold(input: Tensor, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor
 

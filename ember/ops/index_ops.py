@@ -16,6 +16,7 @@ from .._tensor import Tensor, _wrap, _wrap_dim
 from .bind import tensor_method
 from .binary import where
 from .indexing import _tname, _upcast, index_view, pad_to, scalar_value
+from .arguments import takes_tensors
 from .registry import broadcast_error, op
 
 # C++ type names PyTorch prints for masks of the wrong dtype
@@ -509,6 +510,7 @@ def _(ctx, g):
 
 
 # ---------------------------------------------------------------------- take_along_dim
+@takes_tensors("input", "indices")
 def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
     """take_along_dim(input, indices, dim=None) -> Tensor
 

@@ -29,7 +29,8 @@ from .._tensor import Tensor, _wrap
 from ..autograd.grad_mode import state as _grad_state
 from .bind import tensor_method
 from .creation import tensor
-from .registry import call_inplace, fast_unary_method, op
+from .fast_methods import fast_unary_method
+from .registry import call_inplace, op
 
 PUBLIC = ["argwhere", "take_along_dim"]
 

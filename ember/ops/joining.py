@@ -17,6 +17,7 @@ import numpy as np
 from .. import _dtype as D
 from .._tensor import Tensor
 from .bind import tensor_method
+from .arguments import takes_tensors
 from .registry import op
 from .shape import (
     _int_list,
@@ -309,6 +310,7 @@ def split_with_sizes(input: Tensor, split_sizes, dim: int = 0) -> tuple:
 tensor_method("split_with_sizes")(split_with_sizes)
 
 
+@takes_tensors("input")
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
     """``chunk(input, chunks, dim=0)``: at most ``chunks`` views of equal size (the last may
     be smaller) along ``dim``."""
@@ -411,6 +413,7 @@ def _split_fn(name: str, min_dim: int, dim_of):
     fn.__doc__ = (f"``{name}(input, indices_or_sections)``: ``tensor_split`` along dimension "
                   f"{'1 (0 for 1-d input)' if name == 'hsplit' else dim_of(3)}; an int must "
                   "divide that dimension evenly.")
+    fn = takes_tensors("input")(fn)
     tensor_method(name)(fn)
     return fn
 
@@ -469,6 +472,7 @@ def _flip_method(self, *dims, **kwargs):
     return flip(self, _sizes(dims))
 
 
+@takes_tensors("input")
 def fliplr(input: Tensor) -> Tensor:
     """``fliplr(input)``: reverse the order of columns (dimension 1)."""
     if input.ndim < 2:
@@ -476,6 +480,7 @@ def fliplr(input: Tensor) -> Tensor:
     return flip(input, (1,))
 
 
+@takes_tensors("input")
 def flipud(input: Tensor) -> Tensor:
     """``flipud(input)``: reverse the order of rows (dimension 0)."""
     if input.ndim < 1:
@@ -573,6 +578,7 @@ def _repeat_method(self, *repeats):
     return repeat(self, _sizes(repeats))
 
 
+@takes_tensors("input")
 def tile(input: Tensor, dims) -> Tensor:
     """``tile(input, dims)``: repeat ``input`` ``dims[i]`` times along each dimension; ``dims``
     shorter than ``input.ndim`` is padded with leading ones."""

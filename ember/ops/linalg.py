@@ -20,7 +20,8 @@ import numpy as np
 
 from .. import _dtype as D
 from .bind import tensor_method
-from .registry import DEFAULT, broadcast_error, check_tensor_args, op, write_out
+from .arguments import takes_tensors
+from .registry import DEFAULT, broadcast_error, op, write_out
 from .shape import expand
 
 PUBLIC = ["outer", "ger", "inner", "tensordot", "kron", "chain_matmul"]
@@ -443,31 +444,33 @@ for _name, _spec in _ADD_FAMILY.items():
 
 # ---------------------------------------------------------------------- compositions
 class _Named:
-    """What ``write_out`` reads from an op (its name, its return type) for a composition."""
+    """What ``write_out`` reads from an op (its name, its return type, its ``out_exact`` rule)
+    for a composition."""
 
     returns = None
 
-    def __init__(self, name):
+    def __init__(self, name, out_exact=False):
         self.name = name
+        self.out_exact = out_exact
 
 
-def write_out_as(name, out, result):
-    """``out=`` for public functions composed of ops."""
-    return write_out(_Named(name), out, result) if out is not None else result
+def write_out_as(name, out, result, out_exact=False):
+    """``out=`` for public functions composed of ops (``out_exact`` as the op option)."""
+    return write_out(_Named(name, out_exact), out, result) if out is not None else result
 
 
+@takes_tensors("input", "vec2")
 def outer(input, vec2, *, out=None):
     """outer(input, vec2) -> Tensor: the outer product of two 1-D tensors (types promote)."""
-    check_tensor_args("outer", (("input", input), ("vec2", vec2)))
     for name, v in (("self", input), ("vec2", vec2)):
         if v.ndim != 1:
             raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
     return write_out_as("outer", out, input.reshape(-1, 1) * vec2)
 
 
+@takes_tensors("input", "vec2")
 def ger(input, vec2, *, out=None):
     """ger(input, vec2) -> Tensor: the old name of ``outer``."""
-    check_tensor_args("ger", (("input", input), ("vec2", vec2)))
     return outer(input, vec2, out=out)
 
 
@@ -489,6 +492,12 @@ def _dims_pair(dims, na, nb):
     return da, db
 
 
+# PyTorch's message for an out= tensor of another dtype (see registry.out_dtype_message)
+_TENSORDOT_OUT = ("tensordot: Expected the output tensor to have dtype {res}, but got an output "
+                  "tensor with dtype {out}")
+
+
+@takes_tensors("a", "b")
 def tensordot(a, b, dims=2, out=None):
     """tensordot(a, b, dims=2) -> Tensor: contract ``dims`` of a with ``dims`` of b."""
     from .._tensor import _wrap_dim
@@ -515,12 +524,12 @@ def tensordot(a, b, dims=2, out=None):
     sa, sb = [a.shape[i] for i in free_a], [b.shape[i] for i in free_b]
     left = a.permute(free_a + ca).reshape(math.prod(sa), k)
     right = b.permute(cb + free_b).reshape(k, math.prod(sb))
-    return write_out_as("tensordot", out, mm(left, right).reshape(sa + sb))
+    return write_out_as("tensordot", out, mm(left, right).reshape(sa + sb), _TENSORDOT_OUT)
 
 
+@takes_tensors("input", "other")
 def inner(input, other, *, out=None):
     """inner(input, other) -> Tensor: contract the last dimension of both tensors."""
-    check_tensor_args("inner", (("input", input), ("other", other)))
     if input.ndim == 0 or other.ndim == 0:
         return write_out_as("inner", out, input * other)
     if input.shape[-1] != other.shape[-1]:
@@ -529,9 +538,9 @@ def inner(input, other, *, out=None):
     return tensordot(input, other, dims=([-1], [-1]), out=out)
 
 
+@takes_tensors("input", "other")
 def kron(input, other, *, out=None):
     """kron(input, other) -> Tensor: the Kronecker product (types promote)."""
-    check_tensor_args("kron", (("input", input), ("other", other)))
     nd = max(input.ndim, other.ndim)
     sa = (1,) * (nd - input.ndim) + tuple(input.shape)
     sb = (1,) * (nd - other.ndim) + tuple(other.shape)
@@ -557,6 +566,7 @@ def _chain_order(dims: list[int]) -> list:
     return split
 
 
+@takes_tensors("tensors[]", name="linalg_multi_dot")
 def multi_dot(tensors, *, out=None):
     """linalg.multi_dot(tensors) -> Tensor: a chain of matrix products in the cheapest order.
     The first and last tensors may be 1-D (a row and a column vector)."""
@@ -604,6 +614,7 @@ def multi_dot(tensors, *, out=None):
     return write_out_as("multi_dot", out, r)
 
 
+@takes_tensors("matrices[]")
 def chain_matmul(*matrices, out=None):
     """chain_matmul(*matrices) -> Tensor: deprecated spelling of linalg.multi_dot (2-D only)."""
     if len(matrices) == 1:

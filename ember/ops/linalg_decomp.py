@@ -24,6 +24,7 @@ from .complex import imag, real
 from .creation import eye
 from .linalg import _LOW, edtype, is_inexact, matmul, tname, write_out_as
 from .linalg_struct import diag_embed
+from .arguments import takes_tensors
 from .registry import broadcast_error, op
 from .strided import diagonal, narrow
 
@@ -157,6 +158,7 @@ def _(ctx, g_sign, g_logabs):
     return _mat(c) * inverse(A).mH
 
 
+@takes_tensors("input")
 def logdet(input):
     """logdet(input) -> Tensor: log(det(input)); NaN where a real determinant is negative."""
     check_matrix("logdet", input)
@@ -166,7 +168,7 @@ def logdet(input):
     return logabs.masked_fill(sign < 0, float("nan"))
 
 
-@op(save_output=True, grad_name="LinalgInvExBackward0")
+@op(save_output=True, grad_name="LinalgInvExBackward0", out_exact=True)
 def inverse(xp, A: "Tensor"):
     """inverse(A) -> Tensor: the inverse of each square matrix (also ``linalg.inv``)."""
     check_matrix("linalg.inv", A)
@@ -294,6 +296,7 @@ def _(ctx, g):
     return matmul(matmul(L_inv.mH, S), L_inv)
 
 
+@takes_tensors("input")
 def cholesky(input, upper: bool = False, *, out=None):
     """cholesky(input, upper=False) -> Tensor: deprecated spelling of linalg.cholesky."""
     check_matrix("cholesky", input, ints="cholesky_cpu", low="cholesky_cpu")
@@ -456,6 +459,7 @@ def _(ctx, g):
     return matmul(U * g.unsqueeze(-2), Vh)
 
 
+@takes_tensors("input")
 def svd(input, some: bool = True, compute_uv: bool = True, *, out=None):
     """svd(input, some=True, compute_uv=True) -> (U, S, V): the older SVD, returning V (not Vh);
     with compute_uv=False, U and V are zero matrices."""
@@ -665,6 +669,7 @@ def _(A, rcond=None, hermitian=False, *, atol=None, rtol=None):
 
 
 # ---------------------------------------------------------------------- matrix_power
+@takes_tensors("A")
 def matrix_power(A, n: int, *, out=None):
     """matrix_power(A, n) -> Tensor: A multiplied by itself n times (n < 0: the inverse's
     power; n = 0: the identity)."""

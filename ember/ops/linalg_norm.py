@@ -18,6 +18,7 @@ from .._tensor import _wrap_dim
 from .linalg import _LOW, is_inexact, tname
 from .linalg_decomp import linalg_svdvals
 from .reduction import reduce_dims, unreduce
+from .arguments import takes_tensors
 from .registry import op
 
 PUBLIC: list[str] = []  # torch.norm is reduction.norm; this module is ember.linalg only
@@ -102,6 +103,7 @@ def _(ctx, g):
     return gk * x.sgn() * ax ** (ord - 1) / safe_nk ** (ord - 1)
 
 
+@takes_tensors("A", name="linalg_matrix_norm")
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None, out=None):
     """linalg.matrix_norm(A, ord='fro', dim=(-2, -1), keepdim=False, *, dtype=None) -> Tensor:
     'fro', 'nuc', inf, -inf, 1, -1, 2 or -2 norm of the matrices over ``dim``."""
@@ -172,6 +174,7 @@ def linalg_norm(A, ord=None, dim=None, keepdim: bool = False, *, out=None, dtype
                        f"2D. Got {A.ndim}D.")
 
 
+@takes_tensors("x", "y", name="linalg_vecdot")
 def vecdot(x, y, *, dim: int = -1, out=None):
     """linalg.vecdot(x, y, *, dim=-1) -> Tensor: sum(conj(x) * y) over ``dim``, broadcasting."""
     from .linalg import write_out_as

@@ -15,6 +15,7 @@ from .._tensor import _wrap_dim
 from .bind import tensor_method
 from .creation import eye
 from .linalg import _LOW, tname
+from .arguments import takes_tensors
 from .registry import broadcast_error, op
 from .strided import diagonal
 
@@ -80,6 +81,7 @@ def _(ctx, g):
     return diagonal_backward(g, tuple(x.shape), ctx.diagonal, 0, 1)
 
 
+@takes_tensors("input")
 def diagflat(input, offset: int = 0):
     """diagflat(input, offset=0) -> Tensor: the flattened input as a diagonal matrix."""
     return diag_embed(input.reshape(-1), offset)
@@ -130,7 +132,8 @@ triu = _register_tri("triu", np.triu)
 
 
 # ---------------------------------------------------------------------- cross product
-@op(saves=("input", "other"), function=False, method=False, grad_name="LinalgCrossBackward0")
+@op(saves=("input", "other"), function=False, method=False, grad_name="LinalgCrossBackward0",
+    out_exact=True)
 def linalg_cross(xp, input: "Tensor", other: "Tensor", *, dim=-1):
     """linalg.cross(input, other, *, dim=-1) -> Tensor: the 3-vector cross product along
     ``dim``, broadcasting the other dimensions."""

@@ -18,6 +18,7 @@ from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 from .activations import log_softmax, logsigmoid, softplus
 from .binary import where
+from .arguments import takes_tensors
 from .registry import op
 
 PUBLIC: list = []
@@ -170,6 +171,7 @@ def _(ctx, gg):
         None
 
 
+@takes_tensors("input", "target", "weight?")
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
              ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
     """nll_loss(input, target, weight=None, ignore_index=-100, reduction='mean') -> Tensor"""
@@ -178,6 +180,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     return nll_loss_nd(input, target, weight, reduction, ignore_index)[0]
 
 
+@takes_tensors("input", "target", "weight?")
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,
                   ignore_index: int = -100, reduce=None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
@@ -252,6 +255,7 @@ def _weighted(loss, weight, input, reduction, normalise):
     return reduce_loss(loss, reduction)
 
 
+@takes_tensors("input", "target", "weight?")
 def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
              reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     """mse_loss(input, target, reduction='mean', weight=None) -> Tensor: (input - target)^2"""
@@ -260,6 +264,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
     return _weighted(d * d, weight, input, reduction, True)
 
 
+@takes_tensors("input", "target", "weight?")
 def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
             reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     """l1_loss(input, target, reduction='mean', weight=None) -> Tensor: |input - target|"""
@@ -267,6 +272,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
     return _weighted((x - y).abs(), weight, input, reduction, True)
 
 
+@takes_tensors("input", "target")
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                    reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """smooth_l1_loss(input, target, reduction='mean', beta=1.0) -> Tensor: 0.5 d^2 / beta where
@@ -282,6 +288,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     return reduce_loss(where(ad < beta, d * d * (0.5 / beta), ad - 0.5 * beta), reduction)
 
 
+@takes_tensors("input", "target", "weight?")
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Tensor | None = None) -> Tensor:
     """huber_loss(input, target, reduction='mean', delta=1.0, weight=None) -> Tensor: 0.5 d^2
@@ -330,6 +337,7 @@ def _(ctx, g):
     return gx, gy, None
 
 
+@takes_tensors("input", "target", "weight?")
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                          size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """binary_cross_entropy(input, target, weight=None, reduction='mean') -> Tensor for
@@ -354,6 +362,7 @@ def _expand_weight(weight, shape):
     return weight.expand(shape)
 
 
+@takes_tensors("input", "target", "weight?", "pos_weight?")
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                                      weight: Tensor | None = None, size_average=None,
                                      reduce=None, reduction: str = "mean",
@@ -373,6 +382,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
     return reduce_loss(loss, reduction)
 
 
+@takes_tensors("input", "target")
 def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
            reduction: str = "mean", log_target: bool = False) -> Tensor:
     """kl_div(input, target, reduction='mean', log_target=False) -> Tensor: pointwise
@@ -397,6 +407,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,
 
 
 # ---------------------------------------------------------------------- margin losses
+@takes_tensors("input1", "input2", "target")
 def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0,
                         size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """margin_ranking_loss(input1, input2, target, margin=0, reduction='mean') -> Tensor:
@@ -409,6 +420,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
     return reduce_loss((-target * (input1 - input2) + margin).clamp_min(0), reduction)
 
 
+@takes_tensors("input", "target")
 def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                      reduction: str = "mean") -> Tensor:
     """soft_margin_loss(input, target, reduction='mean') -> Tensor: log(1 + exp(-target * input))"""
@@ -416,6 +428,7 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=No
     return reduce_loss(softplus(-target * input), reduction)
 
 
+@takes_tensors("input", "target")
 def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, size_average=None,
                          reduce=None, reduction: str = "mean") -> Tensor:
     """hinge_embedding_loss(input, target, margin=1.0, reduction='mean') -> Tensor: input where
@@ -425,6 +438,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0, siz
     return reduce_loss(hinge + where(target != -1, input, 0), reduction)
 
 
+@takes_tensors("input1", "input2", "target")
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0,
                           size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """cosine_embedding_loss(input1, input2, target, margin=0, reduction='mean') -> Tensor:
@@ -444,6 +458,7 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     return reduce_loss(loss, reduction)
 
 
+@takes_tensors("anchor", "positive", "negative")
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0,
                         p: float = 2, eps: float = 1e-6, swap: bool = False, size_average=None,
                         reduce=None, reduction: str = "mean") -> Tensor:
@@ -455,6 +470,7 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
                     margin, swap, reduction)
 
 
+@takes_tensors("anchor", "positive", "negative")
 def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
                                       distance_function=None, margin: float = 1.0,
                                       swap: bool = False, reduction: str = "mean") -> Tensor:
@@ -496,6 +512,7 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
     return reduce_loss(loss.sum(cdim) / input.shape[cdim], reduction)
 
 
+@takes_tensors("input", "target", "weight?")
 def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
                       weight: Tensor | None = None, size_average=None, reduce=None,
                       reduction: str = "mean") -> Tensor:
@@ -531,6 +548,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     return reduce_loss(loss if input.ndim == 2 else loss.reshape(target.shape), reduction)
 
 
+@takes_tensors("input", "target")
 def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                            reduction: str = "mean") -> Tensor:
     """multilabel_margin_loss(input, target, reduction='mean') -> Tensor: for each listed target
@@ -557,6 +575,7 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
 
 
 # ---------------------------------------------------------------------- likelihood losses
+@takes_tensors("input", "target")
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False,
                      size_average=None, eps: float = 1e-8, reduce=None,
                      reduction: str = "mean") -> Tensor:
@@ -574,6 +593,7 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
     return reduce_loss(loss, reduction)
 
 
+@takes_tensors("input", "target")
 def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False,
                       eps: float = 1e-6, reduction: str = "mean") -> Tensor:
     """gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction='mean') -> Tensor:

@@ -18,6 +18,7 @@ from ..autograd.grad_mode import no_grad
 from . import activations, losses, normalization
 from .activations import _safe_softmax
 from .binary import where
+from .arguments import takes_tensors
 from .registry import op
 
 PUBLIC = ["bilinear", "dropout", "dropout_", "feature_dropout", "feature_dropout_",
@@ -122,6 +123,7 @@ def _(ctx, g):
     return gx, gw, gb
 
 
+@takes_tensors("input1", "input2", "weight", "bias?")
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """bilinear(input1, input2, weight, bias=None) -> Tensor:
     ``y[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] + bias[o]``."""
@@ -222,6 +224,7 @@ def _(ctx, gg):
     return res, None
 
 
+@takes_tensors("weight", "indices")
 def embedding_renorm_(weight: Tensor, indices: Tensor, max_norm: float, norm_type: float):
     """Rescale, in place, the rows of ``weight`` named in ``indices`` whose ``norm_type``-norm
     exceeds ``max_norm`` to norm ``max_norm`` (not recorded by autograd)."""
@@ -302,7 +305,7 @@ def _dropout_variant(name: str, feature: bool, alpha: bool, inplace: bool):
     kind = ("feature " if feature else "") + ("alpha " if alpha else "")
     fn.__doc__ = (f"{name}(input, p, train) -> Tensor: {kind}dropout"
                   f"{' in place' if inplace else ''} with probability p when train is True.")
-    return fn
+    return takes_tensors("input")(fn)
 
 
 dropout = _dropout_variant("dropout", False, False, False)
@@ -325,6 +328,7 @@ def _float_common(x1, x2):
     return x1.to(dt), x2.to(dt)
 
 
+@takes_tensors("x1", "x2")
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """cosine_similarity(x1, x2, dim=1, eps=1e-8) -> Tensor: x1.x2 / (|x1| |x2|) along dim, each
     norm clamped below by eps."""
@@ -341,6 +345,7 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
+@takes_tensors("x1", "x2")
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
                       keepdim: bool = False) -> Tensor:
     """pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False) -> Tensor: the p-norm of
@@ -351,6 +356,7 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
                                     keepdim=keepdim)
 
 
+@takes_tensors("input")
 def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     """pdist(input, p=2) -> Tensor: p-norm distances between all pairs of rows i < j of a 2-D
     input, in row-major order of (i, j)."""
@@ -365,6 +371,7 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     return ember.linalg.vector_norm(input[ii] - input[jj], p, -1)
 
 
+@takes_tensors("x1", "x2")
 def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
           compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
     """cdist(x1, x2, p=2.0) -> Tensor: p-norm distances between each row of x1 and each row of
@@ -385,6 +392,7 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
 
 
 # ---------------------------------------------------------------------- attention
+@takes_tensors("query", "key", "value", "attn_mask?")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                  attn_mask: Tensor | None = None, dropout_p: float = 0.0,
                                  is_causal: bool = False, *, scale: float | None = None,

@@ -22,6 +22,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
+from .arguments import takes_tensors
 from .registry import op
 
 PUBLIC = ["batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm"]
@@ -258,6 +259,7 @@ def _(ctx, g, g_rstd=None):
     return gx, gw
 
 
+@takes_tensors("input", "weight?")
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
              eps: float | None = None) -> Tensor:
     """rms_norm(input, normalized_shape, weight=None, eps=None) -> Tensor:
@@ -311,6 +313,7 @@ def _unsqueezed(g):
     return None if g is None else g.unsqueeze(-1)
 
 
+@takes_tensors("input", "weight?", "bias?")
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5,
                cudnn_enabled: bool = True) -> Tensor:
@@ -411,6 +414,7 @@ def _(ctx, g, g_mean=None, g_invstd=None):
     return gx, gw, gb, None, None
 
 
+@takes_tensors("input", "weight?", "bias?", "running_mean?", "running_var?")
 def batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
                running_mean: Tensor | None, running_var: Tensor | None, training: bool,
                momentum: float, eps: float, cudnn_enabled: bool = True) -> Tensor:
@@ -434,6 +438,7 @@ def batch_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
 
 
 # ---------------------------------------------------------------------- instance norm
+@takes_tensors("input", "weight?", "bias?", "running_mean?", "running_var?")
 def instance_norm(input: Tensor, weight: Tensor | None, bias: Tensor | None,
                   running_mean: Tensor | None, running_var: Tensor | None,
                   use_input_stats: bool, momentum: float, eps: float,

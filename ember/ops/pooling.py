@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .._tensor import Tensor
+from .arguments import takes_tensors
 from .registry import op
 from .window import (int_tuple, padded_windows, pool_arg, pool_out_size, prod, scatter_windows,
                      type_name, upcast)
@@ -571,7 +572,7 @@ def _lp_pool(nd):
     lp_pool.__doc__ = (f"lp_pool{nd}d(input, norm_type, kernel_size, stride=None, "
                        f"ceil_mode=False)\n\nApplies a {nd}D power-average pooling: the "
                        "norm_type-th root of the sum of input**norm_type over each window.")
-    return lp_pool
+    return takes_tensors("input")(lp_pool)
 
 
 lp_pool1d, lp_pool2d, lp_pool3d = (_lp_pool(n) for n in (1, 2, 3))
@@ -640,7 +641,7 @@ def _unpool(nd):
     max_unpool.__doc__ = (f"{name}(input, indices, kernel_size, stride=None, padding=0, "
                           "output_size=None)\n\nComputes a partial inverse of max pooling: "
                           "each value is written at its index, every other position is zero.")
-    return max_unpool
+    return takes_tensors("input", "indices")(max_unpool)
 
 
 max_unpool1d, max_unpool2d, max_unpool3d = (_unpool(n) for n in (1, 2, 3))

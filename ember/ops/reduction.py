@@ -427,14 +427,19 @@ def _amax_backward(ctx, g):
     return split_ties_backward(g, x, ctx.out, reduce_dims(ctx.dim, x.ndim), ctx.keepdim)
 
 
-@op(tags=RED, upcast_half=True, saves=("input",), save_output=True)
+# PyTorch's message for an out= tensor of another dtype (registry option out_exact)
+_AMAX_OUT = ("Expected the dtype for input and out to match, but got {res} for input's dtype and "
+             "{out} for out's dtype.")
+
+
+@op(tags=RED, upcast_half=True, saves=("input",), save_output=True, out_exact=_AMAX_OUT)
 def amax(xp, input: "Tensor", dim=(), keepdim=False):
     """amax(input, dim=(), keepdim=False) -> Tensor. The gradient is shared evenly between
     tied maxima."""
     return _amax_impl(xp, input, dim, keepdim, "amax")
 
 
-@op(tags=RED, upcast_half=True, saves=("input",), save_output=True)
+@op(tags=RED, upcast_half=True, saves=("input",), save_output=True, out_exact=_AMAX_OUT)
 def amin(xp, input: "Tensor", dim=(), keepdim=False):
     """amin(input, dim=(), keepdim=False) -> Tensor. The gradient is shared evenly between
     tied minima."""
@@ -516,13 +521,20 @@ def _logical(xp, a, dim, keepdim, name):
     return xp.asarray(r, np.uint8 if a.dtype == np.uint8 else np.bool_)
 
 
-@op(tags=RED, differentiable=False)
+def _logical_out(name: str, res: D.dtype, out: D.dtype) -> str | None:
+    """all/any write into bool or (the legacy result type) uint8 only (option out_exact)."""
+    if out in (D.bool_, D.uint8):
+        return None
+    return f"{name} only supports bool tensor for result, got: {D.TYPE_NAME[out]}"
+
+
+@op(tags=RED, differentiable=False, out_exact=_logical_out)
 def all(xp, input: "Tensor", dim=None, keepdim=False):
     """all(input, dim=None, keepdim=False) -> Tensor (bool; uint8 for uint8 input)"""
     return _logical(xp, input, dim, keepdim, "all")
 
 
-@op(tags=RED, differentiable=False)
+@op(tags=RED, differentiable=False, out_exact=_logical_out)
 def any(xp, input: "Tensor", dim=None, keepdim=False):
     """any(input, dim=None, keepdim=False) -> Tensor (bool; uint8 for uint8 input)"""
     return _logical(xp, input, dim, keepdim, "any")
@@ -579,9 +591,10 @@ def _var_backward(ctx, gv):
     dims = reduce_dims(dim, x.ndim)
     # unlike the forward divisor, PyTorch's backward does not clamp N - correction at 0
     dof = _count(x.shape, dims) - c
-    scale = 2.0 / dof if dof else math.inf
     centred = x - x.mean(dims, keepdim=True)
-    return keep_dims(gv, dims, ctx.keepdim) * centred * scale
+    # a tensor op on the (possibly symbolic) count, not a Python float computed from it: a
+    # compiled graph with dynamic shapes then serves every size (dof == 0 gives inf / nan)
+    return keep_dims(gv, dims, ctx.keepdim) * centred * 2.0 / dof
 
 
 def _std_grad_to_var(g, std):

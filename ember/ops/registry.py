@@ -10,6 +10,8 @@ parameters. Annotations mark which parameters carry tensors:
 
 Anything else where a ``Tensor``, ``Tensor?`` or ``Tensor[]`` belongs is PyTorch's TypeError
 ("exp(): argument 'input' (position 1) must be Tensor, not float"), raised before the impl.
+A public function that is a composition of ops, not an op, declares the same check with
+``@takes_tensors("input", "weight?")`` (ember/ops/arguments.py).
 
 Everything else (``int``, ``bool``, dims, dtypes, ...) reaches the impl untouched. The
 dispatcher does type promotion, calls the impl with ``xp = numpy``, wraps the arrays it returns
@@ -80,16 +82,6 @@ def arg_type_error(op: OpDef, index: int, keyword: bool, what: str,
     return e
 
 
-def check_tensor_args(fname: str, named: tuple, start: int = 1) -> None:
-    """PyTorch's TypeError for a composite function (not an op) given a non-Tensor where it
-    takes one: ``named`` is ``((param, value), ...)`` in position order from ``start``
-    (1 for a function, 1 after ``self`` for a method)."""
-    for k, (pname, v) in enumerate(named):
-        if not isinstance(v, Tensor):
-            raise TypeError(f"{fname}(): argument '{pname}' (position {start + k}) must be "
-                            f"Tensor, not {type_name(v)}")
-
-
 def method_arg_error(e: TypeError, op: OpDef, name: str = "") -> TypeError | None:
     """``e`` renumbered for the Tensor method ``name`` of ``op``; None when ``e`` is not
     ``op``'s own argument error (an error from an op called inside it stays as it is)."""
@@ -114,7 +106,8 @@ class OpDef:
                  decomposition=None, view=False, grad_name=None, out_dtype=None,
                  float_kernel=None, out_exact=False):
         self.name = name
-        # out_exact: an out= tensor must have the result's dtype (PyTorch's matmul, max.dim...)
+        # out_exact: an out= tensor must have the result's dtype (PyTorch's matmul, max.dim...);
+        # True, or the op's own message rule (see ``out_dtype_message``)
         self.out_exact = out_exact
         # float_kernel: a numpy function ``f(a, b)`` that computes this binary op exactly as the
         # impl does when both operands are tensors of one dtype, float32 or float64, and no
@@ -465,144 +458,62 @@ def _mark_view(t: Tensor, src: Tensor) -> None:
     t._vc = vc if vc is not None else src._version_counter()
 
 
-# ---------------------------------------------------------------------- fast Tensor methods
-# A Tensor method or operator call on tensors (``x.sum()``, ``x + y``, ``x.add(y)``) is the
-# commonest op call of all, and on small tensors the dispatcher's generality is most of its
-# cost. For ops that need no promotion, list handling or special outputs (``OpDef._fast``),
-# these closures run exactly what ``OpDef.__call__`` would run for that call, inline; any
-# other call (a trace is active, ``out=``, a keyword tensor, a wrong type, too many arguments)
-# goes to ``op(...)`` unchanged.
-_NUMBERS = frozenset((int, float, bool, complex))
+# PyTorch's commonest message for an out= tensor that must have the result's dtype
+OUT_EXACT = "Expected out tensor to have dtype {res_c}, but got {out_c} instead"
 
 
-def _fast_result(op: OpDef, res, args: tuple, kwargs: dict, inputs: list):
-    """The rest of ``OpDef.__call__`` after the impl, for the fast paths' uncommon results."""
-    outs = op._wrap_outputs(res, None, inputs)
-    if _grad_state.enabled and op.backward is not None:
-        for t in inputs:
-            if t._leaf_rg or t.grad_fn is not None:
-                engine.record(op, args, kwargs, inputs, outs)
-                break
-    return outs
+def out_dtype_message(rule, index: int, name: str, res: D.dtype, out: D.dtype) -> str | None:
+    """The error for writing a result of dtype ``res`` into output ``index`` (of dtype ``out``)
+    of an op whose option ``out_exact`` is ``rule``; None when the write may go ahead (then
+    without the usual can-cast check: the rule decides). The rule is one of
+
+        True                    the result's dtype exactly, with ``OUT_EXACT``'s message
+        "template"              the result's dtype exactly, with this message
+        {index: template, ...}  per output; PyTorch checks the outputs in the dict's order
+        callable(name, res, out) -> message or None: any other test (``all``: bool or uint8)
+
+    Templates are ``str.format``-ed with ``name`` (the op), ``res``/``out`` (PyTorch's type
+    names: Float), ``res_c``/``out_c`` (C++ names: float) and ``res_t``/``out_t``
+    (torch.FloatTensor)."""
+    if callable(rule):
+        return rule(name, res, out)
+    if isinstance(rule, dict):
+        rule = rule.get(index, True)
+    if res is out:
+        return None
+    return (OUT_EXACT if rule is True else rule).format(
+        name=name, res=D.TYPE_NAME[res], out=D.TYPE_NAME[out], res_c=C_TYPE_NAME[res],
+        out_c=C_TYPE_NAME[out], res_t=f"torch.{D.TYPE_NAME[res]}Tensor",
+        out_t=f"torch.{D.TYPE_NAME[out]}Tensor")
 
 
-def fast_unary_method(op: OpDef) -> Callable:
-    """``x.op(*args, **kwargs)`` for an op whose only tensor parameter is the first."""
-    impl = op.impl
-    max_args = op.n_positional - 1
-    view = op.view
-
-    def method(self, *args, **kwargs):
-        if TRACE[0] is not None or len(args) > max_args or "out" in kwargs or \
-                not isinstance(self, Tensor):
-            return op(self, *args, **kwargs)
-        try:
-            res = impl(np, self._data, *args, **kwargs) if kwargs else impl(np, self._data, *args)
-        except _KERNEL_ERRORS as e:
-            raise translate_error(op, e, (self,) + args, kwargs) from None
-        if type(res) is not np.ndarray or (dt := _NP_FROM.get(res.dtype)) is None:
-            return _fast_result(op, res, (self,) + args, kwargs, [self])
-        out = _new(Tensor)
-        out._data = res
-        out._dtype = dt
-        if view and (view is True or np.may_share_memory(res, self._data)):
-            base = self._base  # _mark_view, inline
-            out._base = base if base is not None else self
-            vc = self._vc
-            out._vc = vc if vc is not None else self._version_counter()
-        if _grad_state.enabled and (self._leaf_rg or self.grad_fn is not None) and \
-                op.backward is not None:
-            engine.record(op, (self,) + args, kwargs, [self], out)
-        return out
-    return method
+def _check_out_dtypes(op, out, result) -> bool:
+    """Raise the op's ``out_exact`` error for the first output (in PyTorch's order) whose dtype
+    it refuses, before anything is written; False when the op has no such rule."""
+    rule = getattr(op, "out_exact", False)
+    if not rule:
+        return False
+    pairs = list(zip(out, result)) if isinstance(out, (tuple, list)) else [(out, result)]
+    order = [i for i in rule if i < len(pairs)] if isinstance(rule, dict) else []
+    for i in order + [i for i in range(len(pairs)) if i not in order]:
+        o, r = pairs[i]
+        if isinstance(o, Tensor) and isinstance(r, Tensor):
+            msg = out_dtype_message(rule, i, op.name, r._dtype, o._dtype)
+            if msg is not None:
+                raise RuntimeError(msg)
+    return True
 
 
-# the dtypes an op's ``float_kernel`` takes (numpy dtype -> ember dtype)
-_KERNEL_DTYPES = {D.float32.np: D.float32, D.float64.np: D.float64}
-
-
-def fast_binary_method(op: OpDef, operator: bool = False) -> Callable:
-    """``x.op(other)`` (or, with ``operator``, ``x <op> other``) for a non-view op whose tensor
-    parameters are its first two; ``other`` may be a Python number when the op takes one."""
-    impl = op.impl
-    numbers = _NUMBERS if 1 not in op._arg_kind else frozenset()  # "Scalar|Tensor" other
-    kernel = op.float_kernel
-    kernel_dtypes = _KERNEL_DTYPES if kernel is not None else {}
-
-    def binary(self, other):
-        if TRACE[0] is None and isinstance(self, Tensor):
-            if isinstance(other, Tensor):
-                a = self._data
-                b = other._data
-                dt = a.dtype
-                if dt is b.dtype and (edt := kernel_dtypes.get(dt)) is not None:
-                    try:
-                        res = kernel(a, b)
-                    except _KERNEL_ERRORS:
-                        return op(self, other)  # the full path raises PyTorch's error
-                    if type(res) is not np.ndarray:
-                        res = np.asarray(res)  # numpy hands back scalars for 0-d operands
-                    out = _new(Tensor)
-                    out._data = res
-                    out._dtype = edt
-                    if _grad_state.enabled and (
-                            self._leaf_rg or self.grad_fn is not None or other._leaf_rg or
-                            other.grad_fn is not None) and op.backward is not None:
-                        engine.record(op, (self, other), {}, [self, other], out)
-                    return out
-                inputs = [self, other]
-            elif type(other) in numbers:
-                inputs = [self]
-                b = other
-            else:
-                inputs = None
-            if inputs is not None:
-                try:
-                    res = impl(np, self._data, b)
-                except _KERNEL_ERRORS as e:
-                    raise translate_error(op, e, (self, other), {}) from None
-                if type(res) is not np.ndarray or (dt := _NP_FROM.get(res.dtype)) is None:
-                    return _fast_result(op, res, (self, other), {}, inputs)
-                out = _new(Tensor)
-                out._data = res
-                out._dtype = dt
-                if _grad_state.enabled and op.backward is not None:
-                    for t in inputs:
-                        if t._leaf_rg or t.grad_fn is not None:
-                            engine.record(op, (self, other), {}, inputs, out)
-                            break
-                return out
-        try:
-            return op(self, other)
-        except TypeError as e:  # `x @ 2`: let Python try the reflected operator
-            if method_arg_error(e, op) is None:
-                raise
-            return NotImplemented
-
-    if operator:
-        return binary
-
-    def method(self, *args, **kwargs):
-        if len(args) == 1 and not kwargs and TRACE[0] is None and isinstance(self, Tensor) and \
-                (isinstance(args[0], Tensor) or type(args[0]) in numbers):
-            return binary(self, args[0])  # takes its fast path (never the operator fallback)
-        try:
-            return op(self, *args, **kwargs)
-        except TypeError as e:  # a method's argument positions do not count self
-            renumbered = method_arg_error(e, op)
-            if renumbered is None:
-                raise
-            raise renumbered from None
-    return method
-
-
-def write_out(op: OpDef, out, result):
+def write_out(op: OpDef, out, result, _checked: bool | None = None):
     """``out=``: copy the result into the given tensor(s), resizing them if needed."""
-    if isinstance(out, (tuple, list)):
-        if not isinstance(result, tuple) or len(result) != len(out):
+    if _checked is None:
+        if isinstance(out, (tuple, list)) and (
+                not isinstance(result, tuple) or len(result) != len(out)):
             raise TypeError(f"{op.name}(): out= expects a tuple of {len(result)} tensors")
+        _checked = _check_out_dtypes(op, out, result)
+    if isinstance(out, (tuple, list)):
         for o, r in zip(out, result):
-            write_out(op, o, r)
+            write_out(op, o, r, _checked)
         return op.returns(*out) if op.returns not in (None, "python") else tuple(out)
     if not isinstance(out, Tensor):
         raise TypeError(f"{op.name}(): argument 'out' must be Tensor, not {type(out).__name__}")
@@ -611,10 +522,7 @@ def write_out(op: OpDef, out, result):
     if _grad_state.enabled and (result.requires_grad or out.requires_grad):
         raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support "
                            "automatic differentiation, but one of the arguments requires grad.")
-    if result._dtype is not out._dtype and getattr(op, "out_exact", False):
-        raise RuntimeError(f"Expected out tensor to have dtype {C_TYPE_NAME[result._dtype]}, "
-                           f"but got {C_TYPE_NAME[out._dtype]} instead")
-    if not D.can_cast(result._dtype, out._dtype):
+    if not _checked and not D.can_cast(result._dtype, out._dtype):
         raise cast_error(result._dtype, out._dtype)
     if out._data.shape != result._data.shape:
         out._data = np.empty(result._data.shape, out._dtype.np)

@@ -20,6 +20,7 @@ import numpy as np
 from .._tensor import Tensor
 from .pooling import _adaptive_out, _separable_map, adaptive_avg_pool1d, adaptive_avg_pool2d, \
     adaptive_avg_pool3d
+from .arguments import takes_tensors
 from .registry import op
 from .window import is_int, type_name
 
@@ -140,6 +141,7 @@ def _output_size(input, size, scale_factor, dim):
     return None, scales
 
 
+@takes_tensors("input")
 def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
                 antialias: bool = False) -> Tensor:
@@ -211,6 +213,7 @@ def _identity(ix, w):
     return bool(np.all(ix[:, 0] == np.arange(len(ix))) and np.all(w[:, 0] == 1))
 
 
+@takes_tensors("input")
 def upsample(input: Tensor, size=None, scale_factor=None, mode: str = "nearest",
              align_corners: bool | None = None) -> Tensor:
     """Deprecated alias of :func:`interpolate`."""

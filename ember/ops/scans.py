@@ -16,7 +16,7 @@ from .binary import where
 from .reduction import (_INT64, _acc_dtype, _along, _half_up, _no_complex, _tname, one_dim,
                         reverse_scan, select_backward)
 from .bind import tensor_method
-from .registry import call_inplace, op
+from .registry import C_TYPE_NAME, call_inplace, op
 
 SCAN = ("scan",)
 
@@ -32,6 +32,10 @@ def _cumulative(xp, a, dim, dtype, name, fn):
     out_dt = acc or a.dtype
     if a.ndim == 0:
         return a.astype(out_dt)
+    if out_dt == np.bool_ and a.size:  # dtype=bool or a bool out=: PyTorch has no bool kernel
+        raise NotImplementedError(f"\"{name}_out_cpu\" not implemented for 'Bool'")
+    if acc in (np.float16, D.bfloat16.np):  # half results still accumulate in float32
+        acc = np.float32
     return fn(_half_up(a), axis=d, dtype=acc).astype(out_dt, copy=False)
 
 
@@ -99,10 +103,20 @@ def _cumprod_backward_polynomial(g, x, d):
     return (gm.unsqueeze(-2) * c * upper).sum(-1).movedim(-1, d)
 
 
+def _scan_inplace(scan):
+    def method(self, dim, *, dtype=None):
+        # the scan runs in self's dtype (as with out=self): a bool tensor has no kernel, and
+        # another dtype is refused
+        if dtype is not None and dtype is not self.dtype:
+            raise RuntimeError(f"Bad in-place call: input tensor dtype {C_TYPE_NAME[self.dtype]} "
+                               f"and output tensor dtype {C_TYPE_NAME[dtype]} should match")
+        return call_inplace(scan, self, (dim,), {"dtype": self.dtype})
+    method.__name__ = scan.name + "_"
+    return method
+
+
 for _op in (cumsum, cumprod):  # Tensor.cumsum_ / cumprod_ (PyTorch has no torch.cumsum_)
-    tensor_method(_op.name + "_")(
-        lambda self, dim, *, dtype=None, _op=_op: call_inplace(_op, self, (dim,),
-                                                             {"dtype": dtype}))
+    tensor_method(_op.name + "_")(_scan_inplace(_op))
 
 
 # ---------------------------------------------------------------------- running extrema
@@ -122,19 +136,23 @@ def _running(xp, a, dim, name):
     return vals, idx
 
 
+# PyTorch's message for an out= tensor of another dtype (registry option out_exact)
+_RUNNING_OUT = "expected scalar_type {res} but found {out}"
+
+
 def _running_backward(ctx, g, gi=None):
     x = ctx.input
     d = one_dim(ctx.dim, x.ndim, "")
     return select_backward(g, ctx.out[1], d, True, x.shape)
 
 
-@op(tags=SCAN, upcast_half=True, save_output=True, returns=RT.cummax)
+@op(tags=SCAN, upcast_half=True, save_output=True, returns=RT.cummax, out_exact=_RUNNING_OUT)
 def cummax(xp, input: "Tensor", dim):
     """cummax(input, dim) -> (values, indices): running maximum and where it was found"""
     return _running(xp, input, dim, "cummax")
 
 
-@op(tags=SCAN, upcast_half=True, save_output=True, returns=RT.cummin)
+@op(tags=SCAN, upcast_half=True, save_output=True, returns=RT.cummin, out_exact=_RUNNING_OUT)
 def cummin(xp, input: "Tensor", dim):
     """cummin(input, dim) -> (values, indices): running minimum and where it was found"""
     return _running(xp, input, dim, "cummin")

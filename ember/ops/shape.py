@@ -17,8 +17,9 @@ import numpy as np
 from .. import _dtype as D
 from .._tensor import Size, Tensor, _root, _wrap_dim
 from .bind import tensor_method
-from .registry import (TRACE, alias_all, broadcast_error, check_tensor_args, fast_unary_method,
-                       op)
+from .arguments import takes_tensors
+from .fast_methods import fast_unary_method
+from .registry import TRACE, alias_all, broadcast_error, op
 
 _new = object.__new__
 
@@ -211,14 +212,14 @@ def _reshape_method(self, *shape):
 
 
 @tensor_method("view_as")
+@takes_tensors("other")
 def view_as(self, other):
-    check_tensor_args("view_as", (("other", other),))
     return view(self, tuple(other.shape))
 
 
 @tensor_method("reshape_as")
+@takes_tensors("other")
 def reshape_as(self, other):
-    check_tensor_args("reshape_as", (("other", other),))
     return reshape(self, tuple(other.shape))
 
 
@@ -270,8 +271,8 @@ _expand_fast = fast_unary_method(expand)  # backward rules expand gradients: see
 
 
 @tensor_method("expand_as")
+@takes_tensors("other")
 def expand_as(self, other):
-    check_tensor_args("expand_as", (("other", other),))
     return expand(self, tuple(other.shape))
 
 

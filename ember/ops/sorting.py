@@ -19,6 +19,18 @@ from .registry import op
 
 SORT = ("sort",)
 
+# PyTorch's messages for an out= tensor of another dtype than the result's (registry option
+# out_exact; median checks the indices first)
+_MEDIAN_OUT = {
+    1: "Expected tensor for argument #1 'indices' to have scalar type {res}; but got {out_t} "
+       "instead (while checking arguments for median)",
+    0: "Expected tensor for 'values' to have the same type as tensor for argument #2 'self'; but "
+       "type {out_t} does not equal {res_t} (while checking arguments for median)"}
+_KTHVALUE_OUT = {0: "output values must be of same type as input",
+                 1: "output indices must be of scalar type Long"}
+_MODE_OUT = {0: "expected scalar type '{res}' but got '{out}' for values output",
+             1: "expected scalar type '{res}' but got '{out}' for indices output"}
+
 
 def _perm(xp, a: np.ndarray, d: int, descending: bool) -> np.ndarray:
     """Stable sorting permutation along ``d``; NaN counts as the largest value."""
@@ -56,7 +68,7 @@ def _picked_backward(ctx, g, gi=None):
 
 
 # ---------------------------------------------------------------------- sort
-@op(tags=SORT, upcast_half=True, save_output=True, returns=RT.sort)
+@op(tags=SORT, upcast_half=True, save_output=True, returns=RT.sort, out_exact=True)
 def sort(xp, input: "Tensor", dim=-1, descending=False, *, stable=False):
     """sort(input, dim=-1, descending=False, *, stable=False) -> (values, indices). Always
     stable."""
@@ -81,7 +93,7 @@ def argsort(xp, input: "Tensor", dim=-1, descending=False, stable=False):
     return _perm(xp, input, d, descending).astype(_INT64, copy=False)
 
 
-@op(tags=SORT, upcast_half=True, saves=("input",))
+@op(tags=SORT, upcast_half=True, saves=("input",), out_exact=True)
 def msort(xp, input: "Tensor"):
     """msort(input) -> Tensor: ``input`` sorted along its first dimension."""
     _no_complex_sort(input, "Sort")
@@ -98,7 +110,7 @@ def _(ctx, g):
     return select_backward(g, x.argsort(0), 0, True, x.shape)
 
 
-@op(tags=SORT, upcast_half=True, save_output=True, returns=RT.topk)
+@op(tags=SORT, upcast_half=True, save_output=True, returns=RT.topk, out_exact=True)
 def topk(xp, input: "Tensor", k, dim=-1, largest=True, sorted=True):
     """topk(input, k, dim=-1, largest=True, sorted=True) -> (values, indices). The result is
     always sorted; NaN counts as the largest value."""
@@ -141,7 +153,8 @@ def _picked_dim_backward(ctx, g, gi=None):
     return select_backward(g, ctx.out[1], one_dim(ctx.dim, x.ndim, ""), ctx.keepdim, x.shape)
 
 
-@op(tags=SORT, upcast_half=True, save_output=True, returns=RT.kthvalue)
+@op(tags=SORT, upcast_half=True, save_output=True, returns=RT.kthvalue,
+    out_exact=_KTHVALUE_OUT)
 def kthvalue(xp, input: "Tensor", k, dim=-1, keepdim=False):
     """kthvalue(input, k, dim=-1, keepdim=False) -> (values, indices): the k-th smallest
     element (1-based) of each slice."""
@@ -196,14 +209,16 @@ def _median_backward(ctx, g, gi=None):
     return _picked_dim_backward(ctx, g)
 
 
-@op(tags=SORT, upcast_half=True, saves=("input",), save_output=True, returns=RT.median)
+@op(tags=SORT, upcast_half=True, saves=("input",), save_output=True, returns=RT.median,
+    out_exact=_MEDIAN_OUT)
 def median(xp, input: "Tensor", dim=None, keepdim=False):
     """median(input) -> Tensor; median(input, dim, keepdim=False) -> (values, indices).
     The lower median; NaN if the slice holds a NaN."""
     return _median(xp, input, dim, keepdim, "median", False)
 
 
-@op(tags=SORT, upcast_half=True, saves=("input",), save_output=True, returns=RT.nanmedian)
+@op(tags=SORT, upcast_half=True, saves=("input",), save_output=True, returns=RT.nanmedian,
+    out_exact=_MEDIAN_OUT)
 def nanmedian(xp, input: "Tensor", dim=None, keepdim=False):
     """nanmedian(input) -> Tensor; nanmedian(input, dim, keepdim=False) -> (values, indices).
     The lower median of the non-NaN elements."""
@@ -214,7 +229,7 @@ median.def_backward(_median_backward)
 nanmedian.def_backward(_median_backward)
 
 
-@op(tags=SORT, upcast_half=True, save_output=True, returns=RT.mode)
+@op(tags=SORT, upcast_half=True, save_output=True, returns=RT.mode, out_exact=_MODE_OUT)
 def mode(xp, input: "Tensor", dim=-1, keepdim=False):
     """mode(input, dim=-1, keepdim=False) -> (values, indices): the most frequent value of each
     slice (the smallest one on a tie) and the index of its last occurrence."""
