@@ -4,7 +4,6 @@ functions, the recompile limit, and compile modes."""
 from __future__ import annotations
 
 import functools
-
 import os
 import subprocess
 import sys
@@ -286,3 +285,190 @@ def test_dynamo_namespace_mirrors_torch():
     for name in names:
         assert hasattr(torch._dynamo, name), name  # the names programs call exist in torch
         assert getattr(ember._dynamo, name) is getattr(ember.compiler, name)
+
+
+# ---------------------------------------------------------------------- input aliasing
+class _Buffered(nn.Module):
+    """Writes its argument in place and reads its buffer (or the reverse): called with its
+    own buffer (or a view of it) as the argument, both are one memory."""
+
+    def __init__(self, write_buffer: bool):
+        super().__init__()
+        self.register_buffer("b", ember.arange(6.0).reshape(2, 3))
+        self.write_buffer = write_buffer
+
+    def forward(self, x):
+        if self.write_buffer:
+            self.b.mul_(2)
+            return x + 1
+        x.add_(1)
+        return self.b * 2, self.b.clone()
+
+
+_GLOBAL = ember.arange(4.0)
+
+
+def _write_arg_read_global(x):
+    x.mul_(3)
+    return _GLOBAL + 1
+
+
+def _alias_cases():
+    """name -> factory of (fn, make(aliased) -> args); a module case builds a new module per
+    factory call, so the compiled and the eager run each own one."""
+    def pair(first, second):
+        """Arguments ``first(g), second(g)`` of one grid ``g``, or of two grids."""
+        def make(aliased):
+            g = ember.arange(12.0).reshape(3, 4)
+            return first(g), second(g if aliased else ember.arange(12.0).reshape(3, 4))
+        return make
+
+    def add_into(x, y):
+        ember.add(y, 1, out=x)
+        return y * 1
+
+    def two(written, read):
+        def fn(x, y):
+            written(x, y)
+            return read(x, y)
+        return fn
+
+    def module(write_buffer, view):
+        m = _Buffered(write_buffer)
+        return m, lambda al: ((m.b[0] if view else m.b) if al else
+                              ember.ones(3 if view else (2, 3)),)
+
+    def same(g):
+        return g
+
+    return {
+        "row_of_written": lambda: (two(lambda x, y: x.add_(1), lambda x, y: y * 2),
+                                   pair(same, lambda g: g[0])),
+        "transpose_of_written": lambda: (two(lambda x, y: y.mul_(2), lambda x, y: x + 1),
+                                         pair(lambda g: g[:3, :3], lambda g: g[:3, :3].t())),
+        "same_tensor_twice": lambda: (two(lambda x, y: x.add_(y), lambda x, y: x * y),
+                                      pair(same, same)),
+        "overlapping_slices": lambda: (two(lambda x, y: x.mul_(2), lambda x, y: y.sum(0)),
+                                       pair(lambda g: g[0:2], lambda g: g[1:3])),
+        "out_into_alias": lambda: (add_into, pair(same, same)),
+        "buffer_as_argument": lambda: module(False, False),
+        "argument_views_written_buffer": lambda: module(True, True),
+        "global_as_argument": lambda: (_write_arg_read_global,
+                                       lambda al: (_GLOBAL if al else ember.ones(4),)),
+    }
+
+
+def _entries_of(cf):
+    return cf._compiled_call._entries if isinstance(cf, api.OptimizedModule) else cf._entries
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("name", list(_alias_cases()))
+def test_aliased_inputs_written_in_place_match_eager(name, backend):
+    """A graph treats its inputs as independent values; when an input it writes in place
+    shares memory with another input, that call pattern is guarded apart and runs eagerly,
+    and calls without aliasing keep using the graph."""
+    fn_c, make_c = _alias_cases()[name]()
+    fn_e, make_e = _alias_cases()[name]()
+    cf = compile(fn_c, backend=backend)
+    state = (lambda m: [m.b.clone()] if isinstance(m, nn.Module) else [])
+    for aliased in (False, True, False, True):
+        _GLOBAL.copy_(ember.arange(4.0))
+        a = make_c(aliased)
+        out = cf(*a)
+        got = [out, [t.clone() for t in a]] + state(fn_c)
+        _GLOBAL.copy_(ember.arange(4.0))
+        b = make_e(aliased)
+        ref = fn_e(*b)
+        close(got, [ref, list(b)] + state(fn_e))
+    entries = _entries_of(cf)
+    assert [e.graph is not None for e in entries] == [True, False]
+    assert entries[1].aliased and "input aliasing" in entries[1].reason
+    assert counters["alias_fallbacks"] == 2 and counters["recompiles"] == 1
+
+
+def test_aliasing_first_then_independent_inputs():
+    """Compiled first with aliased inputs: the eager entry does not serve independent ones."""
+    fn = lambda x, y: (x.add_(1), y * 2)[1]
+    cf = compile(fn)
+    for aliased in (True, False, True):
+        g, h = ember.zeros(2, 3), ember.zeros(2, 3)
+        close(cf(g, g[0] if aliased else ember.zeros(3)),
+              fn(h, h[0] if aliased else ember.zeros(3)))
+        close(g, h)
+    assert [e.aliased for e in cf._entries] == [True, False]
+    assert counters["alias_fallbacks"] == 2
+
+
+def test_disjoint_views_of_one_base_keep_the_graph():
+    """Columns of one matrix share a base but no element: no fallback."""
+    fn = lambda x, y: (x.mul_(2), x + y)[1]
+    cf = compile(fn)
+    for _ in range(2):
+        g, h = ember.arange(6.0).reshape(3, 2), ember.arange(6.0).reshape(3, 2)
+        close(cf(g[:, 0], g[:, 1]), fn(h[:, 0], h[:, 1]))
+        close(g, h)
+    assert [e.graph is not None for e in cf._entries] == [True]
+    assert counters["alias_fallbacks"] == 0
+
+
+def test_aliasing_without_writes_is_not_guarded():
+    fn = lambda x, y: x * y + 1
+    cf = compile(fn)
+    g = rand(4)
+    close(cf(g, rand(4, seed=1)), fn(g, rand(4, seed=1)))
+    close(cf(g, g), fn(g, g))
+    close(cf(g[None], g), fn(g[None], g))
+    assert counters["alias_fallbacks"] == 0 and all(not e.written for e in cf._entries)
+
+
+def test_aliasing_is_logged_and_listed_in_guards(monkeypatch, caplog):
+    monkeypatch.setattr(api, "_LOGS", frozenset(["graph_breaks", "recompiles"]))
+    fn = lambda x, y: (x.add_(1), y * 2)[1]
+    cf = compile(fn)
+    with caplog.at_level("INFO", logger="ember.compiler"):
+        cf(ember.zeros(3), ember.zeros(3))
+        g = ember.zeros(3)
+        cf(g, g)
+    assert "recompiling <lambda>: input aliasing: args[0] (written in place) shares memory " \
+           "with args[1]" in caplog.text
+    assert "[graph_breaks] input aliasing" in caplog.text and "runs eagerly" in caplog.text
+    out = explain(fn)(g, g)
+    assert out.graph_count == 0 and "input aliasing" in out.break_reasons[0].reason
+    out = explain(fn)(ember.zeros(3), ember.zeros(3))
+    assert any("share no memory with other inputs" in x for x in out.out_guards)
+
+
+# ---------------------------------------------------------------------- overlapping writes
+# name -> (fn(m, x) writing into a view whose elements share memory, x(m))
+_OVERLAPPING_WRITES = {
+    "add_": (lambda m, x: x.expand(4, 3).add_(1), lambda m: m.ones(1, 3)),
+    "out": (lambda m, x: m.add(m.ones(4, 3), 1, out=x.expand(4, 3)), lambda m: m.ones(1, 3)),
+    "copy_": (lambda m, x: x.expand(4, 3).copy_(m.ones(4, 3)), lambda m: m.ones(1, 3)),
+    "view_of_expand": (lambda m, x: x.unsqueeze(0).expand(2, 4, 3)[1:].mul_(2),
+                       lambda m: m.ones(1, 3)),
+    "expand_as_of_local": (lambda m, x: (x * 2).expand_as(m.ones(4, 3)).sub_(1),
+                           lambda m: m.ones(1, 3)),
+    "expanded_argument": (lambda m, x: x.add_(1), lambda m: m.ones(3).expand(4, 3)),
+    "column_of_expanded_argument": (lambda m, x: x[:, 1].mul_(2),
+                                    lambda m: m.ones(3).expand(4, 3)),
+}
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+@pytest.mark.parametrize("name", list(_OVERLAPPING_WRITES))
+def test_write_into_self_overlapping_view_raises_like_eager(name, backend, fullgraph):
+    import torch
+    from oracle import raises_like
+
+    fn, make = _OVERLAPPING_WRITES[name]
+    x = make(ember)
+    cf = compile(lambda t: fn(ember, t), backend=backend, fullgraph=fullgraph)
+    err, _ = raises_like(lambda: cf(x), lambda: fn(torch, make(torch)),
+                         "unsupported operation: more than one element of the written-to "
+                         "tensor refers to a single memory location")
+    with pytest.raises(RuntimeError) as eager:
+        fn(ember, make(ember))
+    assert str(err) == str(eager.value)
+    close(x, make(ember))  # nothing was written

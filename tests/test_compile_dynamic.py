@@ -4,6 +4,7 @@ mark_dynamic / maybe_mark_dynamic / mark_static, size-generic kernels, guards on
 from __future__ import annotations
 
 import functools
+import re
 import warnings
 
 import numpy as np
@@ -16,14 +17,12 @@ import ember
 from ember import nn
 from ember.compiler import (
     ConstraintViolationError,
-    codegen_c,
     compile,
     counters,
     mark_dynamic,
     mark_static,
     maybe_mark_dynamic,
 )
-
 
 close = functools.partial(_close, scale=4)  # compiled vs eager, 4x the dtype's tolerance
 
@@ -81,7 +80,8 @@ def test_generated_kernels_take_sizes_as_parameters():
     while hasattr(cg, "__wrapped__"):
         cg = cg.__wrapped__
     assert "int64_t s0" in cg.c_source and "< s0" in cg.c_source
-    assert f"if(16*s0 >= {codegen_c.OMP_MIN_ELEMENTS})" in cg.c_source  # decided per call
+    # the OpenMP threshold is decided per call (its value depends on the thread pool used)
+    assert re.search(r"if\(16\*s0 >= \d+\)", cg.c_source)
     assert "s0 = inputs[0]._data.shape[0]" in cg.wrapper_source
     before = counters["compiles"]
     for n in (2, 9, 40, 100, 5000):
@@ -319,6 +319,181 @@ def test_backward_binds_sizes_no_backward_input_has(name):
         close(out, ref)
         for a, r in zip(args, refs):
             close(a.grad, r.grad)
-    # select's backward compares its input's shape with a tuple, which specialises the sizes
-    # (correct, one graph per size); the others serve every size from one dynamic graph
-    assert counters["recompiles"] == (2 if name == "select" else 0)
+    assert counters["recompiles"] == 0  # one dynamic graph serves every size
+
+
+def _view_then_write(x):
+    v = x.view(-1)
+    x.add_(1)
+    return v * 2  # the view made before the write sees it
+
+
+# functions writing into their input (whole, through views, out=), for m in (ember, torch)
+MUTATING = {
+    "whole": lambda m, x: (x.mul_(2), x.sum(-1))[1],
+    "row": lambda m, x: (x[0].add_(1), x * 2)[1],
+    "slice": lambda m, x: (x[1:].mul_(2), x.sum(-1))[1],
+    "column_of_transpose": lambda m, x: (x.t()[1].sub_(3), x.exp())[1],
+    "select_index": lambda m, x: (x.select(0, 1).mul_(x[0]), x.sum())[1],
+    "out_into_view": lambda m, x: m.mul(x[0], 3, out=x[-1]),
+    "view_then_write_whole": lambda m, x: _view_then_write(x),
+}
+MUTATING_SHAPES = [(3, 4), (5, 4), (7, 4), (7, 6), (9, 8), (3, 5)]
+
+
+def _compile_counts(m, fn, dynamic):
+    n = [0]
+
+    def backend(gm, example_inputs):
+        n[0] += 1
+        return gm.forward if m is torch else gm
+
+    f = m.compile(lambda x: fn(m, x), backend=backend, dynamic=dynamic)
+    out = []
+    for s in MUTATING_SHAPES:
+        f(m.arange(float(s[0] * s[1])).reshape(s))
+        out.append(n[0])
+    return out
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("name", list(MUTATING))
+def test_input_mutation_serves_all_sizes_from_one_graph(name, dynamic):
+    """A functionalized write-back into an input (or a view of one) is symbolic in the
+    sizes: one dynamic graph serves every size, and the compile count over a shape sequence
+    is torch.compile's."""
+    fn = MUTATING[name]
+    for backend in ("inductor", "aot_eager"):
+        ember.compiler.reset()
+        cf = compile(lambda x: fn(ember, x), backend=backend, dynamic=dynamic)
+        for s in MUTATING_SHAPES:
+            x, y = rand(*s, seed=s[0]), rand(*s, seed=s[0])
+            close(cf(x), fn(ember, y))
+            close(x, y)
+        assert kinds(cf) == (["dynamic"] if dynamic else ["static", "dynamic", "dynamic"])
+    ember.compiler.reset()
+    torch._dynamo.reset()
+    assert _compile_counts(ember, fn, dynamic) == _compile_counts(torch, fn, dynamic)
+
+
+# a size-generic graph for ops that read sizes exactly during capture (select's backward
+# builds a zeros of the input's shape)
+SIZE_READERS = {
+    "select": lambda x: x.select(0, 1) * 2,
+    "index": lambda x: x[1] * 2 + x[-1],
+    "index_column": lambda x: x[:, 2].exp(),
+    "narrow_then_index": lambda x: x.narrow(0, 1, 2)[:, 1] * x[0, 0],
+}
+
+
+@pytest.mark.parametrize("name", list(SIZE_READERS))
+def test_select_forward_and_backward_are_size_generic(name):
+    fn = SIZE_READERS[name]
+    cf = compile(fn, dynamic=True)
+    for n in (3, 4, 6, 9):
+        x = rand(n, n + 1, seed=n).requires_grad_()
+        xe = x.detach().requires_grad_()
+        out = cf(x)
+        out.sum().backward()
+        ref = fn(xe)
+        ref.sum().backward()
+        close(out, ref)
+        close(x.grad, xe.grad)
+    assert kinds(cf) == ["dynamic"]
+
+
+# Python int arguments under automatic dynamic: fn(m, x, k) for m in (ember, torch)
+INT_ARGS = {
+    "scale": (lambda m, x, k: x * k + 1, (2, 3, 4, 1, 0, 5)),
+    "keyword": (lambda m, x, k: m.roll(x, k, 0) - k, (2, 3, 5, 4)),
+    "factory": (lambda m, x, k: x.sum() + m.zeros(k) + k, (2, 3, 5, 4)),
+    "power_of_size": (lambda m, x, k: x ** k * x.shape[0], (2, 3, 5, 4)),
+}
+
+
+def _int_compile_counts(m, fn, values, dynamic=None):
+    n = [0]
+
+    def backend(gm, example_inputs):
+        n[0] += 1
+        return gm.forward if m is torch else gm
+
+    f = m.compile(lambda x, k: fn(m, x, k), backend=backend, dynamic=dynamic)
+    out = []
+    for k in values:
+        f(m.linspace(0.5, 1.5, 6), k)
+        out.append(n[0])
+    return out
+
+
+@pytest.mark.parametrize("name", list(INT_ARGS))
+def test_changed_int_argument_becomes_symbolic(name):
+    """An int argument whose value changes recompiles once with the int symbolic (as
+    PyTorch's automatic dynamic does); that graph serves later values, 0 and 1 included."""
+    fn, values = INT_ARGS[name]
+    for backend in ("inductor", "aot_eager"):
+        ember.compiler.reset()
+        cf = compile(lambda x, k: fn(ember, x, k), backend=backend)
+        for k in values:
+            x = rand(6, seed=k) + 2
+            close(cf(x, k), fn(ember, x, k))
+        assert kinds(cf) == ["static", "dynamic"], (backend, kinds(cf))
+        assert cf._entries[1].dyn.env.symbols[0].source == "args[1]"
+    ember.compiler.reset()
+    torch._dynamo.reset()
+    assert _int_compile_counts(ember, fn, values) == _int_compile_counts(torch, fn, values)
+
+
+@pytest.mark.parametrize("name", list(INT_ARGS))
+def test_int_arguments_symbolic_from_the_start_with_dynamic_true(name):
+    fn, values = INT_ARGS[name]
+    cf = compile(lambda x, k: fn(ember, x, k), dynamic=True)
+    for k in values:
+        x = rand(6, seed=k) + 2
+        close(cf(x, k), fn(ember, x, k))
+    assert set(kinds(cf)) == {"dynamic"}  # x ** 2 is special: one more graph for it
+    assert "args[1]" in [s.source for s in cf._entries[-1].dyn.env.symbols]
+    ember.compiler.reset()
+    torch._dynamo.reset()
+    assert _int_compile_counts(ember, fn, values, True) == \
+        _int_compile_counts(torch, fn, values, True)
+
+
+def test_int_argument_symbolic_in_training_and_with_dynamic_sizes():
+    fn = lambda x, k: (x.tanh() * k).sum(0) + x.shape[0] * k
+    cf = compile(fn)
+    for n, k in ((3, 2), (5, 3), (7, 4), (4, 6)):
+        x = rand(n, 3, seed=n).requires_grad_()
+        xe = x.detach().requires_grad_()
+        out = cf(x, k)
+        out.sum().backward()
+        ref = fn(xe, k)
+        ref.sum().backward()
+        close(out, ref)
+        close(x.grad, xe.grad)
+    assert kinds(cf) == ["static", "dynamic"]
+    env = cf._entries[1].dyn.env
+    assert [s.source for s in env.symbols] == ["args[0].size()[0]", "args[1]"]
+
+
+def test_int_argument_needing_its_value_specialises(caplog, monkeypatch):
+    """``range(k)`` needs k's value: the int is specialised (logged) and correct."""
+    from ember.compiler import api
+    monkeypatch.setattr(api, "_LOGS", frozenset(["dynamic"]))
+    fn = lambda x, k: x + sum(x * i for i in range(k))
+    cf = compile(fn)
+    with caplog.at_level("INFO", logger="ember.compiler"):
+        for k in (2, 3, 4, 3):
+            x = rand(4, seed=k)
+            close(cf(x, k), fn(x, k))
+    assert "specialised s0 (args[1]) to 3" in caplog.text
+    assert len(cf._entries) == 3  # one per value, the last call reusing k=3's
+    assert counters["recompiles"] == 2
+
+
+def test_int_arguments_stay_static_without_automatic_dynamic():
+    fn = lambda x, k: x * k
+    cf = compile(fn, dynamic=False)
+    for k in (2, 3, 4):
+        close(cf(rand(3), k), fn(rand(3), k))
+    assert kinds(cf) == ["static"] * 3

@@ -1,9 +1,10 @@
 """ember's compiler: ``ember.compile`` captures Python code into a graph IR, optimizes it and
 generates fused C kernels (see DESIGN.md, "The compiler")."""
 
-from .api import (ExplainOutput, InvalidBackend, OptimizedModule, Unsupported, compile,
-                  config, counters, disable, explain, is_compiling, list_backends, reset)
+from .api import (InvalidBackend, OptimizedModule, Unsupported, compile, config, counters,
+                  disable, is_compiling, list_backends, reset)
 from .capture import GraphBreak
+from .explain import ExplainOutput, explain
 from .graph import Graph, GraphModule
 from .stance import set_stance
 from .symbolic import (ConstraintViolationError, SymInt, mark_dynamic, mark_static,

@@ -56,8 +56,10 @@ class _Config(SimpleNamespace):
 
 
 config = _Config(recompile_limit=8, automatic_dynamic_shapes=True)
+# eager_fallbacks: calls run eagerly past the recompile limit; alias_fallbacks: calls run
+# eagerly because an input the graph writes in place shares memory with another input
 counters: dict[str, int] = {"compiles": 0, "recompiles": 0, "graph_breaks": 0,
-                            "eager_fallbacks": 0}
+                            "eager_fallbacks": 0, "alias_fallbacks": 0}
 
 
 class InvalidBackend(RuntimeError):
@@ -216,6 +218,14 @@ class _Entry:
         self.dyn = dyn
         self.shapes = shapes or []  # the compiling call's tensor shapes (automatic dynamic)
         self.prefix: int | None = None  # eager entries: how many guard values to compare
+        # input aliasing (guards.written_overlaps): the flat inputs the graph writes in place
+        # and the number of call tensors among the flat inputs; a graph entry serves calls
+        # where no written input overlaps another, an ``aliased`` (eager) entry the others
+        self.written: tuple = ()
+        self.n_args = 0
+        self.aliased = False
+        self.ints: tuple = ()  # the compiling call's Python int arguments (automatic dynamic)
+        self.int_dyn: tuple = ()  # which of them are symbolic (each carried by an input)
 
     def matches(self, guard_values: list) -> bool:
         if self.prefix is not None:  # an eager entry: closure/global values do not matter
@@ -233,6 +243,26 @@ class _Entry:
                 return False
         return True
 
+    def flat(self, args: tuple, kwargs: dict, leaves: list[Tensor]) -> list[Tensor]:
+        """The graph's inputs for this call: its tensors, the carriers of its symbolic ints
+        (``symbolic.size_carrier``), the lifted tensors."""
+        if not self.int_dyn:
+            return leaves + self.lifted
+        ints = guards.int_leaves(args, kwargs)
+        return leaves + [symbolic.size_carrier(ints[k][1]) for k in self.int_dyn] + \
+            self.lifted
+
+    def alias_mismatch(self, args: tuple, kwargs: dict, leaves: list[Tensor],
+                       names: list[str] | None = None) -> str | None:
+        """None when this call's aliasing between inputs suits the entry, else why not."""
+        pairs = guards.written_overlaps(self.flat(args, kwargs, leaves), self.n_args,
+                                        self.written, self.aliased)
+        if bool(pairs) == self.aliased:
+            return None
+        if self.aliased:
+            return "inputs written in place no longer share memory with other inputs"
+        return "input aliasing: " + guards.overlap_text(pairs, self.written, names or [])
+
     def mismatch(self, guard_values: list, names: list[str]) -> str | None:
         if self.dyn is not None:
             why = self.dyn.mismatch(guard_values, names)
@@ -245,7 +275,9 @@ class _Entry:
         out = []
         dyn_pos = self.dyn.patterns if self.dyn is not None else {}
         for i, (name, v) in enumerate(zip(names, self.guards)):
-            if i in dyn_pos:
+            if self.dyn is not None and i in self.dyn.ints:
+                out.append(f"{name}: int (dynamic: {self.dyn.ints[i].name})")
+            elif i in dyn_pos:
                 dt, static, order, rg = dyn_pos[i]
                 dims = ", ".join("*" if n is None else str(n) for n in static)
                 out.append(f"{name}: {dt.name}[{dims}] (dynamic; dense, dim order {order}) "
@@ -254,6 +286,11 @@ class _Entry:
                 out.append(f"{name} == {guards._fmt(v)}")
         for i, k in enumerate(self.lifted_keys):
             out.append(f"lifted tensor c{i} == {guards._fmt(k)}")
+        if self.written:
+            w = ", ".join((names[i] if i < self.n_args else f"lifted tensor c{i - self.n_args}")
+                          for i in self.written)
+            out.append(f"inputs written in place ({w}) "
+                       f"{'share' if self.aliased else 'share no'} memory with other inputs")
         if self.dyn is not None:
             env = self.dyn.env
             out += [f"{s.name} = {s.source}" for s in env.symbols]
@@ -262,10 +299,16 @@ class _Entry:
 
     def __call__(self, fn, args, kwargs):
         if self.run is None:
+            if self.aliased:
+                counters["alias_fallbacks"] += 1
             return fn(*args, **kwargs)
-        flat = pytree.collect((args, kwargs), Tensor, []) + self.lifted
+        flat = self.flat(args, kwargs, pytree.collect((args, kwargs), Tensor, []))
         outs = self.run(*flat)
         return pytree.unflatten(self.graph.output_spec, list(outs))
+
+
+def _tensor_names(args: tuple, kwargs: dict) -> list[str]:
+    return pytree.paths(args, Tensor, "args") + pytree.paths(kwargs, Tensor, "kwargs")
 
 
 def _leaf_name(path: str, d: int) -> str:
@@ -285,6 +328,7 @@ class CompiledFunction:
         self._entries: list[_Entry] = []
         self._limit_warned = False
         self._auto_dims: set[tuple[int, int]] = set()  # (tensor leaf, dim) seen changing
+        self._auto_ints: set[int] = set()  # Python int arguments seen changing
         self._free = guards.free_variables(fn)
         self._observer: Callable | None = None  # explain(): sees each new entry
         _ALL.add(self)
@@ -314,13 +358,22 @@ class CompiledFunction:
             return self._fn(*args, **kwargs)
         modules = self._modules(args)
         gv = guards.call_guards(args, kwargs, modules, self._free)
+        leaves = None
+        alias_reason = None
         for e in self._entries:
             if e.matches(gv):
+                if e.written:  # the graph writes an input in place: check input aliasing
+                    if leaves is None:
+                        leaves = pytree.collect((args, kwargs), Tensor, [])
+                    if e.alias_mismatch(args, kwargs, leaves) is not None:
+                        alias_reason = e.alias_mismatch(args, kwargs, leaves,
+                                                        _tensor_names(args, kwargs))
+                        continue
                 return e(self._fn, args, kwargs)
         reason = None
         if self._entries:
-            reason = self._entries[-1].mismatch(gv, guards.guard_names(args, kwargs, modules,
-                                                                      self._free))
+            reason = alias_reason or self._entries[-1].mismatch(
+                gv, guards.guard_names(args, kwargs, modules, self._free))
         if mode == "eager_on_recompile":
             return self._fn(*args, **kwargs)
         if mode == "fail_on_recompile":
@@ -340,15 +393,17 @@ class CompiledFunction:
                               "(EMBER_LOGS=recompiles shows every recompile).", stacklevel=2)
             counters["eager_fallbacks"] += 1
             return self._fn(*args, **kwargs)
-        leaves = pytree.collect((args, kwargs), Tensor, [])
+        if leaves is None:
+            leaves = pytree.collect((args, kwargs), Tensor, [])
         if self._entries:
             counters["recompiles"] += 1
             _log("recompiles", "recompiling %s: %s", getattr(self._fn, "__name__", "fn"),
                  reason)
-            self._note_changes(leaves)
+            self._note_changes(leaves, guards.int_leaves(args, kwargs))
         entry, done = self._compile(args, kwargs, gv, leaves)
         if entry.graph is None:  # runs the original Python: right whatever globals hold
             entry.prefix = len(gv) - len(self._free)
+        entry.ints = tuple(guards.int_leaves(args, kwargs))
         self._entries.append(entry)
         names = guards.guard_names(args, kwargs, modules, self._free)
         if "guards" in _LOGS or "all" in _LOGS:
@@ -359,10 +414,15 @@ class CompiledFunction:
         return done[0] if done else entry(self._fn, args, kwargs)
 
     # ------------------------------------------------------------------ dynamic shapes
-    def _note_changes(self, leaves: list[Tensor]) -> None:
-        """Automatic dynamic: remember the dims whose size differs from the last entry's."""
+    def _note_changes(self, leaves: list[Tensor], ints: list) -> None:
+        """Automatic dynamic: remember the dims whose size differs from the last entry's,
+        and the Python int arguments whose value does."""
         if self._dynamic is not None or not config.automatic_dynamic_shapes:
             return
+        old_ints = self._entries[-1].ints
+        if len(old_ints) == len(ints):
+            self._auto_ints.update(k for k, (a, b) in enumerate(zip(old_ints, ints))
+                                   if a[0] == b[0] and a[1] != b[1])
         prev = self._entries[-1].shapes
         if len(prev) != len(leaves):
             return
@@ -408,24 +468,39 @@ class CompiledFunction:
         spec = self._dynamic_spec(leaves, pytree.paths(args, Tensor, "args") +
                                   pytree.paths(kwargs, Tensor, "kwargs"))
         shapes = [tuple(t.shape) for t in leaves]
-        if spec:
+        ints = guards.int_leaves(args, kwargs)
+        # int arguments that changed (dynamic=None) or all (dynamic=True) become symbols; a
+        # negative one stays static
+        chosen = range(len(ints)) if self._dynamic is True else \
+            sorted(self._auto_ints) if self._dynamic is None else ()
+        ispec = [k for k in chosen if k < len(ints) and ints[k][1] >= 0]
+        for sp, isp in ((spec, ispec), (spec, [])) if ispec and spec else ((spec, ispec),):
+            if not (sp or isp):
+                continue
             try:
-                return self._compile_with(args, kwargs, gv, leaves, spec, shapes)
+                return self._compile_with(args, kwargs, gv, leaves, sp, shapes, isp)
             except symbolic.ConstraintViolationError:
                 raise
             except _Retry as r:
-                _log("dynamic", "dynamic capture failed (%s); compiling static", r)
+                _log("dynamic", "dynamic capture failed (%s); compiling %s", r,
+                     "without symbolic ints" if isp and sp else "static")
         return self._compile_with(args, kwargs, gv, leaves, {}, shapes)
 
-    def _compile_with(self, args, kwargs, gv, leaves, spec, shapes) -> tuple[_Entry, list]:
+    def _compile_with(self, args, kwargs, gv, leaves, spec, shapes, ispec=()
+                      ) -> tuple[_Entry, list]:
         counters["compiles"] += 1
-        env = symbolic.ShapeEnv() if spec else None
+        env = symbolic.ShapeEnv() if spec or ispec else None
         sym_shapes: dict = {}
         for i, dims in spec.items():
             shape = list(leaves[i].shape)
             for d, (lo, hi, strict, source) in sorted(dims.items()):
                 shape[d] = env.new_symbol(shape[d], lo, hi, source, strict)
             sym_shapes[i] = tuple(shape)
+        ints = guards.int_leaves(args, kwargs)
+        int_syms = {k: env.new_int_symbol(ints[k][1], ints[k][0]) for k in ispec}
+        t_fn, t_args, t_kwargs, carriers = capture.with_int_symbols(self._fn, args, kwargs,
+                                                                    int_syms)
+        sym_shapes.update({len(leaves) + j: (s,) for j, s in enumerate(int_syms.values())})
         if env is not None:
             _log("dynamic", "compiling %s with symbolic sizes: %s",
                  getattr(self._fn, "__name__", "fn"),
@@ -434,7 +509,7 @@ class CompiledFunction:
         effects = capture.SideEffects(args, kwargs, self._free, self._modules(args))
         try:
             try:
-                graph, lifted = capture.trace(self._fn, args, kwargs, env, sym_shapes)
+                graph, lifted = capture.trace(t_fn, t_args, t_kwargs, env, sym_shapes)
                 changed = effects.changed()
                 if changed:  # replaying the graph would drop it: run eagerly instead
                     raise GraphBreak(f"side effect: {changed}; the function runs eagerly so "
@@ -473,14 +548,19 @@ class CompiledFunction:
                 graph = run_pipeline(graph)
                 lifted = graph.lifted_tensors()  # passes may add constants (constant_fold)
                 _log("graph", "captured graph:\n%s", graph)
-                flat = leaves + lifted
+                flat = leaves + carriers + lifted
+                aliased = self._aliased_entry(graph, flat, len(leaves), lifted, args, kwargs,
+                                              gv, shapes)
+                if aliased is not None:
+                    aliased.int_dyn = tuple(int_syms)
+                    return aliased, []
                 gm = GraphModule(graph)
                 if callable(backend):
                     run = backend(gm, flat)
                 else:
-                    fn, _ = _BACKENDS[backend]
-                    run = fn(gm, flat, self._options) if fn is _inductor_backend else \
-                        fn(gm, flat)
+                    make, _ = _BACKENDS[backend]
+                    run = make(gm, flat, self._options) if make is _inductor_backend else \
+                        make(gm, flat)
             except Exception as e:
                 if env is None:
                     raise
@@ -500,10 +580,30 @@ class CompiledFunction:
             if not getattr(run, "_ember_binds", False):  # the backend's callable may bind
                 run = symbolic.bind_calls(run, _input_shapes(graph), graph.nodes)
             dyn = guards.DynamicGuard(gv, {i: (sym_shapes[i], guards.stride_order(
-                leaves[i].stride())) for i in sym_shapes}, env,
-                functools.partial(capture.revalidate, env))
+                leaves[i].stride())) for i in sym_shapes if i < len(leaves)}, env,
+                functools.partial(capture.revalidate, env),
+                dict(zip((guards.int_positions(gv, len(ints))[k] for k in int_syms),
+                         int_syms.values())))
         run = with_writebacks(graph, run)  # in-place writes to inputs (functionalize)
-        return _Entry(gv, graph, lifted, run, dyn=dyn, shapes=shapes), []
+        entry = _Entry(gv, graph, lifted, run, dyn=dyn, shapes=shapes)
+        entry.written, entry.n_args = tuple(i for i, _ in graph.writebacks), len(leaves)
+        entry.int_dyn = tuple(int_syms)
+        return entry, []
+
+    def _aliased_entry(self, graph: Graph, flat: list, n_args: int, lifted: list, args,
+                       kwargs, gv, shapes) -> _Entry | None:
+        """An eager entry when an input the graph writes in place shares memory with another
+        input of this call (the graph would treat them as independent values, and the
+        other would not see the write); None when the graph serves the call."""
+        written = tuple(i for i, _ in graph.writebacks)
+        pairs = guards.written_overlaps(flat, n_args, written, True) if written else ()
+        if not pairs:
+            return None
+        why = guards.overlap_text(pairs, written, _tensor_names(args, kwargs))
+        _log("graph_breaks", "input aliasing: %s; this call pattern runs eagerly", why)
+        e = _Entry(gv, None, lifted, None, f"input aliasing: {why}", shapes=shapes)
+        e.written, e.n_args, e.aliased = written, n_args, True
+        return e
 
 
 class _Retry(Exception):
@@ -556,7 +656,16 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False,
     ``dynamic=False`` never makes a dimension symbolic on its own (one graph per shape), but
     dims marked with ``ember.compiler.mark_dynamic`` are still honoured. Code that tests a
     symbolic size (``if x.shape[0] > 8``) adds a guard; code that needs its exact value
-    (``range(x.shape[0])``) specialises it (EMBER_LOGS=dynamic says where).
+    (``range(x.shape[0])``) specialises it (EMBER_LOGS=dynamic says where). A Python int
+    argument is guarded by value at first; under ``dynamic=None``, once its value changes the
+    recompiled graph takes it as a symbol too (any value >= 0).
+
+    Aliasing: a graph treats its tensor inputs as independent values. When an input it
+    writes in place (``x.add_(1)``, ``out=x``) shares memory with another input of a call
+    (``f(a, a[0])``, a module's buffer passed as an argument), that call pattern is guarded
+    apart and runs eagerly (EMBER_LOGS=graph_breaks says so;
+    ``ember.compiler.counters["alias_fallbacks"]`` counts such calls), so every alias sees
+    the write as in eager mode.
 
     Python side effects: capture runs the function once and a compiled graph then replays
     only its tensor operations. So ``print`` is a graph break, and a change to a Python list,
@@ -603,6 +712,7 @@ def reset() -> None:
         cf._entries.clear()
         cf._limit_warned = False
         cf._auto_dims.clear()  # automatic dynamic starts static again
+        cf._auto_ints.clear()
     for k in counters:
         counters[k] = 0
 
@@ -624,89 +734,3 @@ def disable(fn: Callable | None = None, recursive: bool = True, *, reason: str |
                              f"{getattr(fn, '__name__', fn)}" + (f": {reason}" if reason else ""))
         return fn(*args, **kwargs)
     return wrapper
-
-
-# ---------------------------------------------------------------------- explain
-class BreakReason:
-    """Why a graph was not captured: ``reason``, the user's source line in ``user_stack``."""
-
-    def __init__(self, reason: str, user_line: str):
-        self.reason = reason
-        self.user_stack = [user_line] if user_line else []
-        self.graph_break = True
-
-    def __repr__(self) -> str:
-        return f"BreakReason(reason={self.reason!r}, user_stack={self.user_stack!r})"
-
-
-class ExplainOutput:
-    """What ``explain(fn)(*args)`` found: the captured ``graphs`` (``graph_count``), the
-    graph breaks (``break_reasons``; ``graph_break_count`` counts them: ember does not split
-    a function into several graphs, so a break means the call ran eagerly), the ops of each
-    graph (``ops_per_graph``, ``op_count``), the guards of each entry (``out_guards``) and
-    the compile time."""
-
-    def __init__(self, graphs: list, break_reasons: list, guards_: list, seconds: float):
-        self.graphs = graphs
-        self.graph_count = len(graphs)
-        self.break_reasons = break_reasons
-        self.graph_break_count = len(break_reasons)
-        self.ops_per_graph = [[n.target.name for n in g.nodes if n.kind == "call"]
-                              for g in graphs]
-        self.op_count = sum(len(o) for o in self.ops_per_graph)
-        self.out_guards = guards_
-        self.guards = guards_
-        self.compile_times = f"capture and compile: {seconds:.4f} s"
-
-    def __str__(self) -> str:
-        lines = [f"Graph Count: {self.graph_count}",
-                 f"Graph Break Count: {self.graph_break_count}",
-                 f"Op Count: {self.op_count}", "Break Reasons:"]
-        for i, b in enumerate(self.break_reasons):
-            lines += [f"  Break Reason {i + 1}:", f"    Reason: {b.reason}", "    User Stack:"]
-            lines += [f"      {u}" for u in b.user_stack]
-        lines.append("Ops per Graph:")
-        for i, ops in enumerate(self.ops_per_graph):
-            lines.append(f"  Ops {i + 1}:")
-            lines += [f"    {o}" for o in ops]
-        lines.append("Out Guards:")
-        lines += [f"  {g}" for g in self.out_guards]
-        lines.append(f"Compile Times: {self.compile_times}")
-        return "\n".join(lines) + "\n"
-
-    __repr__ = __str__
-
-
-def explain(fn: Callable, *extra_args, **extra_kwargs):
-    """explain(fn)(*args, **kwargs) -> ExplainOutput
-
-    Capture ``fn`` (a function, Module or compiled function) for these arguments and report
-    its graphs, graph breaks, ops and guards. The call really runs once (side effects such
-    as ``print`` happen); the graph is run op by op. Passing the arguments directly,
-    ``explain(fn, *args)``, is deprecated as in PyTorch."""
-    if isinstance(fn, OptimizedModule):
-        fn = fn._orig_mod
-    elif isinstance(fn, CompiledFunction):
-        fn = fn._fn
-    target = fn.__call__ if isinstance(fn, Module) else fn
-
-    def run(*args, **kwargs) -> ExplainOutput:
-        import time
-
-        seen: list = []
-        cf = CompiledFunction(target, "eager", False, None, {})
-        cf._observer = lambda entry, names: seen.append((entry, names))
-        t0 = time.perf_counter()
-        cf(*args, **kwargs)
-        seconds = time.perf_counter() - t0
-        graphs = [e.graph for e, _ in seen if e.graph is not None]
-        breaks = [BreakReason(e.reason, getattr(e, "user_line", "")) for e, _ in seen
-                  if e.graph is None]
-        out_guards = [g for e, names in seen for g in e.guard_list(names)]
-        return ExplainOutput(graphs, breaks, out_guards, seconds)
-
-    if extra_args or extra_kwargs:
-        warnings.warn("explain(f, *args, **kwargs) is deprecated, use explain(f)(*args, "
-                      "**kwargs) instead.", FutureWarning, stacklevel=2)
-        return run(*extra_args, **extra_kwargs)
-    return run

@@ -18,6 +18,7 @@ import builtins
 import os
 import threading
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from .. import _dtype as D
@@ -26,8 +27,9 @@ from ..autograd.grad_mode import state as _grad_state
 from ..ops import registry
 from . import pytree
 from .graph import Graph, Node, TensorMeta
+from .guards import map_ints
 from .passes.decompose import meta_args
-from .symbolic import ENVS, ShapeEnv, SymInt, evaluate, fit, symbols_of
+from .symbolic import ENVS, ShapeEnv, SymInt, evaluate, fit, size_carrier, symbols_of
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRACING = [0]  # depth of active traces (is_compiling())
@@ -197,6 +199,7 @@ class Tracer:
         self._lifted: dict[int, Node] = {}
         self._stale: dict[int, tuple] = {}  # lifted tensors written in place: (tensor, data)
         self.lifted_tensors: list[Tensor] = []
+        self.readonly: set[int] = set()  # ids of input nodes whose tensor is read-only
         # dynamic shapes: the symbols' environment (None: all static); a tracer made while a
         # dynamic compilation is active (the backward graph's) shares it
         self.env = env if env is not None else ENVS[-1]
@@ -218,6 +221,8 @@ class Tracer:
         if shape is None and isinstance(t, Tensor) and not isinstance(t, Proxy):
             # a real argument's layout (guarded): as_strided and its backward read it
             p._geometry = (tuple(t.stride()), t.storage_offset())
+            if not t._data.flags.writeable:  # an expanded argument (stride 0 is guarded)
+                self.readonly.add(id(node))
         return p
 
     def node_of(self, t: Tensor) -> Node:
@@ -287,50 +292,7 @@ class Tracer:
         raise GraphBreak(f"{op.name} returned {type(meta).__name__}, not tensors")
 
     def _meta(self, op, args: tuple, kwargs: dict):
-        """Output metadata; with symbolic sizes, each output size is fitted to an expression
-        over the inputs' sizes from evaluations at the hints and at probe sizes (a size that
-        fits nothing specialises the symbols involved). The dynamic entry re-checks every
-        such fit for each new set of sizes before using the graph (``revalidate``)."""
-        env = self.env
-        syms = symbols_of(_symbolic_leaves((args, kwargs)))
-        if env is None or not syms:
-            return op.run_meta(*args, **kwargs)
-        syms = sorted(syms, key=lambda s: s.index)
-        live = [s for s in syms if s not in env.specialized]
-        points = [{s: s.hint + (k if s in live else 0) for s in syms} for k in (0, 1, 2)]
-        first = op.run_meta(*_concrete(args, points[0]), **_concrete(kwargs, points[0]))
-        outs0 = _pairs(first)
-        if outs0 is None:
-            return first
-        runs = [outs0]
-        for pt in points[1:]:
-            try:
-                r = _pairs(op.run_meta(*_concrete(args, pt), **_concrete(kwargs, pt)))
-            except Exception:
-                r = None
-            runs.append(r)
-        if len({s.hint for s in live}) < len(live):
-            # symbols with equal sizes are indistinguishable at those points (s0*s1 vs
-            # s1*s2 for a reshape): one more point with them apart, when the op allows it
-            pt = {s: s.hint + (3 + live.index(s) if s in live else 0) for s in syms}
-            try:
-                r = _pairs(op.run_meta(*_concrete(args, pt), **_concrete(kwargs, pt)))
-            except Exception:
-                r = None
-            if r is not None and len(r) == len(outs0) and \
-                    all(len(a[0]) == len(b[0]) for a, b in zip(r, outs0)):
-                runs.append(r)
-                points = points + [pt]
-        fitted = _fit_outputs(runs, points, _candidates(args, kwargs))
-        if fitted is None:
-            for s in live:
-                env.specialize(s, f"{op.name}: output size not expressible in the input sizes")
-            fitted = [tuple(shape) for shape, _ in outs0]
-        metas = [(shape, dt) for shape, (_, dt) in zip(fitted, outs0)]
-        env.shape_log.append((op, _template(args), _template(kwargs), [m[0] for m in metas]))
-        if isinstance(first, tuple) and len(first) == 2 and isinstance(first[1], D.dtype):
-            return metas[0]
-        return tuple(metas)
+        return symbolic_meta(self.env, op, args, kwargs)
 
     def _inplace(self, op, args: tuple, kwargs: dict):
         return self.mutate(args[0], self.handle(op, args, kwargs, "call"), op.name + "_")
@@ -368,7 +330,11 @@ class Tracer:
             else:
                 engine.check_inplace(target)
         node = self.node_of(target)
-        check_mutable(node)
+        check_mutable(node, name, self.readonly)
+        if not isinstance(target, Proxy) and not target._data.flags.writeable:
+            raise RuntimeError(f"{name}(): unsupported operation: more than one element of the "
+                               "written-to tensor refers to a single memory location. Please "
+                               "clone() the tensor before performing the operation.")
         self.graph.add("mutate", None, (node, result._node), meta=node.meta)
         if not isinstance(target, Proxy) and id(target) not in self._stale:
             # its data now predates the write: a read (float(buffer)) would bake a stale
@@ -426,6 +392,83 @@ def trace(fn, args: tuple, kwargs: dict, env: ShapeEnv | None = None,
 
 
 # ---------------------------------------------------------------------- symbolic sizes
+def with_int_symbols(fn: Callable, args: tuple, kwargs: dict, int_syms: dict) -> tuple:
+    """What to trace when Python int arguments are symbolic: ``fn`` and the arguments with
+    each such int (by position among the int arguments) replaced by its SymInt, plus one
+    ``size_carrier`` tensor per symbol, passed after the call's tensors (the graph binds
+    the symbol from its size); returns ``(fn, args, kwargs, carriers)``."""
+    if not int_syms:
+        return fn, args, kwargs, []
+    seen = [0]
+
+    def sub(path: str, v: int):
+        k, seen[0] = seen[0], seen[0] + 1
+        return int_syms.get(k, v)
+    t_args = map_ints(args, sub, "args")
+    t_kwargs = map_ints(kwargs, sub, "kwargs")
+    carriers = [size_carrier(s.hint) for s in int_syms.values()]
+
+    def traced(*a, _ember_int_carriers=(), **k):
+        return fn(*a, **k)
+    return traced, t_args, dict(t_kwargs, _ember_int_carriers=tuple(carriers)), carriers
+
+
+def symbolic_meta(env: ShapeEnv | None, op, args: tuple, kwargs: dict):
+    """Output metadata; with symbolic sizes, each output size is fitted to an expression
+    over the inputs' sizes from evaluations at the hints and at probe sizes (a size that
+    fits nothing specialises the symbols involved). The dynamic entry re-checks every
+    such fit for each new set of sizes before using the graph (``revalidate``). Tensor
+    arguments are proxies or ``_Shaped`` stand-ins."""
+    syms = symbols_of(_symbolic_leaves((args, kwargs)))
+    if env is None or not syms:
+        return op.run_meta(*args, **kwargs)
+    syms = sorted(syms, key=lambda s: s.index)
+    live = [s for s in syms if s not in env.specialized]
+    points = [{s: s.hint + (k if s in live else 0) for s in syms} for k in (0, 1, 2)]
+    first = op.run_meta(*_concrete(args, points[0]), **_concrete(kwargs, points[0]))
+    outs0 = _pairs(first)
+    if outs0 is None:
+        return first
+    runs = [outs0]
+    for pt in points[1:]:
+        try:
+            r = _pairs(op.run_meta(*_concrete(args, pt), **_concrete(kwargs, pt)))
+        except Exception:
+            r = None
+        runs.append(r)
+    if len(live) > 1:
+        # the points above move every symbol together, so expressions that differ only in
+        # which symbol they use agree there (s0*s1 vs s1*s2 for a reshape at equal sizes;
+        # s0 - 1 vs s1 for ``x[1:]`` at s0 = s1 + 1): one more point with the symbols moved
+        # apart, when the op allows it
+        pt = {s: s.hint + (3 + live.index(s) if s in live else 0) for s in syms}
+        try:
+            r = _pairs(op.run_meta(*_concrete(args, pt), **_concrete(kwargs, pt)))
+        except Exception:
+            r = None
+        if r is not None and len(r) == len(outs0) and \
+                all(len(a[0]) == len(b[0]) for a, b in zip(r, outs0)):
+            runs.append(r)
+            points = points + [pt]
+    fitted = _fit_outputs(runs, points, _candidates(args, kwargs))
+    ints = [s for s in live if s in env.int_symbols]
+    if fitted is None and ints and len(ints) < len(live):
+        # an int argument's symbol is the likelier culprit (``x.view(n, -1)``: a size
+        # divided by it, which fitting does not express): specialise it alone first
+        for s in ints:
+            env.specialize(s, f"{op.name}: output size not expressible in the input sizes")
+        return symbolic_meta(env, op, args, kwargs)
+    if fitted is None:
+        for s in live:
+            env.specialize(s, f"{op.name}: output size not expressible in the input sizes")
+        fitted = [tuple(shape) for shape, _ in outs0]
+    metas = [(shape, dt) for shape, (_, dt) in zip(fitted, outs0)]
+    env.shape_log.append((op, _template(args), _template(kwargs), [m[0] for m in metas]))
+    if isinstance(first, tuple) and len(first) == 2 and isinstance(first[1], D.dtype):
+        return metas[0]
+    return tuple(metas)
+
+
 class _Shaped:
     """A concrete-shape stand-in for a symbolic tensor (what ``run_meta`` reads)."""
 
@@ -472,8 +515,10 @@ def _concrete(obj, point: dict):
             return x.value(point)
         if isinstance(x, (Proxy, _Shaped)):
             return _Shaped(evaluate(_shape_of(x), point), x.dtype)
+        if isinstance(x, Size):  # a proxy's ``.shape`` passed on (select's backward)
+            return Size(evaluate(tuple(x), point))
         return x
-    return pytree.map_leaves(obj, (Tensor, SymInt, _Shaped), conv)
+    return pytree.map_leaves(obj, (Tensor, SymInt, _Shaped, Size), conv)
 
 
 def _template(obj):

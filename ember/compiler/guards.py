@@ -17,11 +17,14 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+import numpy as np
+
 from .. import _dtype as D
-from .._tensor import Tensor
+from .._tensor import Tensor, _root
 from ..autograd.grad_mode import state as _grad_state
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), D.dtype)
+_TooHard = getattr(np, "exceptions", np).TooHardError
 
 
 def tensor_key(t: Tensor) -> tuple:
@@ -57,6 +60,35 @@ def _walk(x: Any, path: str, out: list, names: list | None) -> None:
     out.append(v)
     if names is not None:
         names.append(f"{'tensor' if isinstance(x, Tensor) else 'value'} {path}")
+
+
+def map_ints(x: Any, fn, path: str = "args") -> Any:
+    """``x`` with each Python int (not bool) ``v`` found where ``_walk`` finds scalars
+    replaced by ``fn(path, v)``; the ints are visited in guard order."""
+    if type(x) is int:
+        return fn(path, x)
+    if isinstance(x, (tuple, list)) and not isinstance(x, Tensor):
+        items = [map_ints(v, fn, f"{path}[{i}]") for i, v in enumerate(x)]
+        if type(x) in (tuple, list):
+            return type(x)(items)
+        return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
+    if type(x) is dict:
+        return {k: map_ints(v, fn, f"{path}[{k!r}]") for k, v in x.items()}
+    return x
+
+
+def int_leaves(args: tuple, kwargs: dict) -> list[tuple[str, int]]:
+    """``(path, value)`` of each Python int argument, in guard order."""
+    out: list = []
+    map_ints(args, lambda p, v: out.append((p, v)), "args")
+    map_ints(kwargs, lambda p, v: out.append((p, v)), "kwargs")
+    return out
+
+
+def int_positions(gv: list, count: int) -> list[int]:
+    """The guard-value positions of the first ``count`` Python ints (the arguments')."""
+    out = [i for i, v in enumerate(gv) if type(v) is tuple and len(v) == 2 and v[0] is int]
+    return out[:count]
 
 
 def free_variables(fn: Any) -> list[tuple[str, Any]]:
@@ -180,8 +212,11 @@ class DynamicGuard:
     sizes) satisfy the shape environment's ranges and recorded guards, and the graph's
     fitted sizes are re-checked once per new set of sizes."""
 
-    def __init__(self, guard_values: list, tensor_specs: dict, env, revalidate):
-        """``tensor_specs``: flat tensor index -> (symbolic shape, dim order)."""
+    def __init__(self, guard_values: list, tensor_specs: dict, env, revalidate,
+                 int_specs: dict | None = None):
+        """``tensor_specs``: flat tensor index -> (symbolic shape, dim order); ``int_specs``:
+        guard position of a Python int argument -> the symbol it is (automatic dynamic)."""
+        int_specs = int_specs or {}
         positions = [i for i, v in enumerate(guard_values)
                      if isinstance(v, tuple) and len(v) == 5 and isinstance(v[0], D.dtype)]
         self.env = env
@@ -191,7 +226,9 @@ class DynamicGuard:
             dt, _, _, rg, _ = guard_values[pos]
             static = tuple(None if not isinstance(n, int) else n for n in shape)
             self.patterns[pos] = (dt, static, order, rg)
-        self.static_pos = [i for i in range(len(guard_values)) if i not in self.patterns]
+        self.ints = {pos: s.as_symbol() for pos, s in int_specs.items()}
+        self.static_pos = [i for i in range(len(guard_values))
+                           if i not in self.patterns and i not in self.ints]
         self.expected = guard_values
         sources: dict = {}
         for flat, (shape, _) in tensor_specs.items():
@@ -199,6 +236,8 @@ class DynamicGuard:
                 s = n.as_symbol() if not isinstance(n, int) else None
                 if s is not None and s not in sources:
                     sources[s] = (positions[flat], d)
+        for pos, s in self.ints.items():
+            sources.setdefault(s, (pos, None))
         self.sources = [sources.get(s) for s in env.symbols]
         self.check = env.check_function()
         self.revalidate = revalidate
@@ -216,6 +255,9 @@ class DynamicGuard:
         """``mismatch(gv) is None``, faster (called on every call of the entry)."""
         if len(gv) != len(self.expected) or self._get_static(gv) != self._static_vals:
             return False
+        for pos in self.ints:
+            if gv[pos][0] is not int:  # an argument's guard value is a tuple, type first
+                return False
         for pos, dt, nd, fixed, order, rg in self._fast:
             v = gv[pos]
             if type(v) is not tuple or len(v) != 5 or v[0] is not dt or v[3] != rg:
@@ -239,7 +281,11 @@ class DynamicGuard:
     def bindings(self, gv: list) -> tuple | None:
         vals = []
         for s, src in zip(self.env.symbols, self.sources):
-            vals.append(s.hint if src is None else gv[src[0]][1][src[1]])
+            if src is None:
+                vals.append(s.hint)
+            else:
+                v = gv[src[0]][1]
+                vals.append(v if src[1] is None else v[src[1]])
         return tuple(vals)
 
     def mismatch(self, gv: list, names: list[str] | None = None) -> str | None:
@@ -250,6 +296,10 @@ class DynamicGuard:
         for i in self.static_pos:
             if gv[i] != exp[i]:
                 return first_mismatch([exp[i]], [gv[i]], [names[i] if names else f"guard {i}"])
+        for pos in self.ints:
+            if gv[pos][0] is not int:
+                name = names[pos] if names else "a dynamic int"
+                return f"{name}: expected an int, actual {_fmt(gv[pos])}"
         for pos, (dt, static, order, rg) in self.patterns.items():
             v = gv[pos]
             name = names[pos] if names else "a dynamic tensor"
@@ -279,3 +329,73 @@ class DynamicGuard:
             self.validated[vals] = self.revalidate(dict(zip(self.env.symbols, vals)))
         bad = self.validated[vals]
         return f"dynamic graph not valid at these sizes: {bad}" if bad else None
+
+
+# ---------------------------------------------------------------------- input aliasing
+def _overlap(a, b) -> bool:
+    """Whether arrays ``a`` and ``b`` have an element in common (exact for small problems;
+    assumed when numpy finds the exact question too hard)."""
+    if not np.may_share_memory(a, b):  # disjoint address ranges
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=10_000))
+    except _TooHard:
+        return True
+
+
+def written_overlaps(flat: list[Tensor], n_args: int, written: tuple,
+                     lifted_too: bool = False) -> tuple:
+    """Pairs ``(i, j)`` (``i < j``, indices into ``flat`` = call tensors then lifted tensors)
+    of inputs that share memory where at least one is written in place by the graph.
+
+    A graph treats its inputs as independent values: writing one is invisible to another in
+    it. Eager code sees the write through every alias, so a compiled entry is valid only for
+    calls where no written input overlaps another. Pairs of two lifted tensors (parameters,
+    buffers) are only looked for with ``lifted_too`` (at compile time): their layout belongs
+    to the module, not to the call."""
+    wset = set(written)
+    if not lifted_too and all(w >= n_args for w in written):
+        return _lifted_writes_meet_args(flat, n_args, written)
+    groups: dict[int, list[int]] = {}
+    for k in range(len(flat)):
+        a = flat[k]._data
+        if a.size:
+            groups.setdefault(id(_root(a)), []).append(k)
+    pairs = []
+    for ks in groups.values():
+        for x, i in enumerate(ks):
+            for j in ks[x + 1:]:
+                if (i in wset or j in wset) and (lifted_too or i < n_args or j < n_args) \
+                        and _overlap(flat[i]._data, flat[j]._data):
+                    pairs.append((i, j))
+    return tuple(pairs)
+
+
+def _lifted_writes_meet_args(flat: list[Tensor], n_args: int, written: tuple) -> tuple:
+    """``written_overlaps`` when only lifted tensors are written (the per-call check of a
+    module that updates buffers): each written tensor against the call's arguments only."""
+    roots: dict[int, list[int]] = {}
+    for k in range(n_args):
+        a = flat[k]._data
+        if a.size:
+            roots.setdefault(id(_root(a)), []).append(k)
+    if not roots:
+        return ()
+    pairs = []
+    for w in written:
+        a = flat[w]._data
+        ks = roots.get(id(a) if a.base is None else id(_root(a)))  # owners are their root
+        if ks and a.size:
+            pairs += [(k, w) for k in ks if _overlap(flat[k]._data, a)]
+    return tuple(pairs)
+
+
+def overlap_text(pairs: tuple, written: tuple, names: list[str]) -> str:
+    """``pairs`` of ``written_overlaps`` described with the call tensors' ``names``."""
+    def name(k: int) -> str:
+        return names[k] if k < len(names) else f"lifted tensor c{k - len(names)}"
+    parts = []
+    for i, j in pairs:
+        w, o = (i, j) if i in written else (j, i)
+        parts.append(f"{name(w)} (written in place) shares memory with {name(o)}")
+    return "; ".join(parts)

@@ -398,6 +398,14 @@ class ShapeEnv:
         self.specialized: dict[Symbol, tuple[int, str]] = {}
         self.shape_log: list = []  # (op, args, kwargs, expected metas) for revalidation
         self.notes: list[str] = []
+        self.int_symbols: set[Symbol] = set()  # Python int arguments (automatic dynamic)
+
+    def new_int_symbol(self, value: int, source: str) -> SymInt:
+        """The symbol of a Python int argument: any value >= 0 (unlike a size, 0 and 1 are
+        not special for an int; code that tests them records a guard)."""
+        e = self.new_symbol(value, 0, None, source)
+        self.int_symbols.add(e.as_symbol())
+        return e
 
     def new_symbol(self, hint: int, lo: int = 2, hi: int | None = None, source: str = "",
                    strict: bool = False) -> SymInt:
@@ -602,6 +610,24 @@ def bind_calls(fn: Callable, shapes: list[tuple], nodes: Iterable = ()) -> Calla
     run.__wrapped__ = fn  # type: ignore[attr-defined]
     run._ember_binds = True  # type: ignore[attr-defined]
     return run
+
+
+# ---------------------------------------------------------------------- symbolic ints
+_CARRIERS: dict = {}
+
+
+def size_carrier(n: int):
+    """A tensor of shape ``(n,)`` with no memory of its own (stride 0): the extra graph input
+    that carries the value of a symbolic Python int argument, so that the graph and its
+    generated code bind the int's symbol from a dimension like every other symbol."""
+    t = _CARRIERS.get(n)
+    if t is None:
+        import ember
+        t = ember.zeros((), dtype=ember.uint8).expand(n)
+        if len(_CARRIERS) > 256:
+            _CARRIERS.clear()
+        _CARRIERS[n] = t
+    return t
 
 
 # ---------------------------------------------------------------------- marking tensors

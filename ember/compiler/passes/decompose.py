@@ -77,8 +77,9 @@ def _batch_norm_functional(input, weight, bias, running_mean, running_var, train
         running_mean.mul_(1 - momentum).add_(momentum * mean)
     if running_var is not None:
         var = (input.detach() - mean.reshape(shape)).square().mean(axes)
-        bessel = count / (count - 1) if count > 1 else math.inf
-        running_var.mul_(1 - momentum).add_(var * bessel * momentum)
+        # the count stays a (possibly symbolic) size: one graph serves every batch size
+        unbiased = var * count / (count - 1) if count > 1 else var * math.inf
+        running_var.mul_(1 - momentum).add_(unbiased * momentum)
     return out
 
 

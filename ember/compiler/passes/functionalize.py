@@ -45,14 +45,24 @@ def _base(n: Node) -> Node:
     return n.args[n.target.tensor_pos[0]]
 
 
-def check_mutable(node: Node) -> None:
+def check_mutable(node: Node, name: str = "", readonly: set | frozenset = frozenset()
+                  ) -> None:
     """Raise GraphBreak when an in-place write into ``node`` cannot be functionalized (it
-    writes through a view that reinterprets the elements' type)."""
+    writes through a view that reinterprets the elements' type), and eager's RuntimeError
+    when several of the written elements are one memory location (an expanded view): the
+    scatter of the write-back would silently keep one of the values instead. ``readonly``:
+    ids of root nodes whose real tensor is such a view already (an expanded argument)."""
     from ..capture import GraphBreak
+    chain = []
     while _is_view(node):
         if node.kind == "call" and node.target.name in _REINTERPRET:
             raise GraphBreak(f"an in-place write through {node.target.name}() is not captured")
+        chain.append(node)
         node = _base(node)
+    if id(node) in readonly or (chain and not _StorageProbe().writable(node, chain[::-1])):
+        raise RuntimeError(f"{name}(): unsupported operation: more than one element of the "
+                           "written-to tensor refers to a single memory location. Please "
+                           "clone() the tensor before performing the operation.")
 
 
 class _Builder:
@@ -69,9 +79,14 @@ class _Builder:
 
     @staticmethod
     def meta(op, args: tuple, kwargs: dict):
-        """The output metadata of ``op`` on these (node) arguments."""
-        metas = pytree.map_leaves((args, kwargs), Node, lambda n: n.meta)
-        meta = op.run_meta(*metas[0], **metas[1])
+        """The output metadata of ``op`` on these (node) arguments; with symbolic sizes, the
+        output sizes are expressions over them (fitted as capture fits them, and re-checked
+        per new set of sizes), so a write-back does not specialise the graph."""
+        from ..capture import _Shaped, symbolic_meta
+        from ..symbolic import ENVS
+        metas = pytree.map_leaves((args, kwargs), Node,
+                                  lambda n: _Shaped(n.meta.shape, n.meta.dtype))
+        meta = symbolic_meta(ENVS[-1], op, *metas)
         if isinstance(meta[1], tuple):
             return tuple(TensorMeta(*m) for m in meta)
         return TensorMeta(*meta)
@@ -92,12 +107,16 @@ class _StorageProbe:
         self.values: dict[int, Any] = {}
 
     def _value(self, root: Node, chain: list[Node]):
+        """The chain run eagerly, at the compiling call's sizes (symbolic sizes are read at
+        their hints, which records no guard)."""
         import ember
+
+        from ..symbolic import evaluate
         key = id(chain[-1]) if chain else id(root)
         if key in self.values:
             return self.values[key]
         if not chain:
-            v = ember.empty(root.meta.shape, dtype=root.meta.dtype)
+            v = ember.empty(evaluate(tuple(root.meta.shape)), dtype=root.meta.dtype)
         else:
             c, x = chain[-1], self._value(root, chain[:-1])
             if c.kind == "getitem":
@@ -108,12 +127,25 @@ class _StorageProbe:
                 base = _base(c)
 
                 def arg(n: Node):
-                    return x if n is base else ember.empty(n.meta.shape, dtype=n.meta.dtype)
+                    return x if n is base else \
+                        ember.empty(evaluate(tuple(n.meta.shape)), dtype=n.meta.dtype)
                 args, kwargs = pytree.map_leaves((c.args, c.kwargs), Node, arg)
                 with ember.no_grad():
-                    v = c.target(*args, **kwargs)
+                    v = c.target(*_hinted(args), **_hinted(kwargs))
         self.values[key] = v
         return v
+
+    def writable(self, root: Node, chain: list[Node]) -> bool:
+        """False when eager would refuse to write the chain's view (an expanded view, whose
+        elements alias each other)."""
+        from ...ops import registry
+        prev, registry.TRACE[0] = registry.TRACE[0], None  # called during a trace: run eagerly
+        try:
+            return bool(self._value(root, chain)._data.flags.writeable)
+        except Exception:  # noqa: BLE001  a chain the probe cannot run: let capture decide
+            return True
+        finally:
+            registry.TRACE[0] = prev
 
     def shares_storage(self, root: Node, chain: list[Node]) -> bool:
         try:
@@ -217,6 +249,14 @@ def functionalize(graph: Graph) -> Graph:
         if o in mutated:
             out.returns_input[k] = inputs.index(o)
     return out
+
+
+def _hinted(obj):
+    """``obj`` with every SymInt (also inside sizes) at its hint, recording no guard."""
+    from ..._tensor import Size
+    from ..symbolic import SymInt, evaluate
+    return pytree.map_leaves(obj, (SymInt, Size), lambda v: evaluate(tuple(v)) if
+                             isinstance(v, Size) else evaluate(v))
 
 
 def _int64():
