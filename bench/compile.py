@@ -1,5 +1,6 @@
 """ember eager vs ember.compile vs torch eager vs torch.compile on fusable workloads:
-a tanh-GELU chain, row softmax and LayerNorm (inference, 4096x1024 float32) and an MLP
+a tanh-GELU chain, row softmax and LayerNorm (inference, 4096x1024 float32; softmax also
+over 64 rows of 262144, which no cache holds) and an MLP
 training step (forward, backward and an SGD update; the model is compiled, the optimizer
 runs eagerly in every column).
 
@@ -27,6 +28,7 @@ def _layer_norm(lib, x, w, b):
     return lib.nn.functional.layer_norm(x, (SHAPE[1],), w, b)
 
 
+LONG = (64, 262144)  # rows far beyond the caches: where an online softmax could pay
 MLP = (256, 1024, 4096)  # batch, width, hidden
 TARGET_COMPILE = 1.0  # ember.compile / torch.compile
 TARGET_EAGER = 0.25  # ember.compile / ember eager (GELU chain)
@@ -39,10 +41,10 @@ class _Lib:
         self.mod, self.compiled = mod, compiled
 
 
-def _case(body, n_params: int = 0):
+def _case(body, n_params: int = 0, shape: tuple = SHAPE):
     rng = np.random.default_rng(0)
-    a = rng.standard_normal(SHAPE).astype(np.float32)
-    params = [rng.standard_normal(SHAPE[1:]).astype(np.float32) for _ in range(n_params)]
+    a = rng.standard_normal(shape).astype(np.float32)
+    params = [rng.standard_normal(shape[1:]).astype(np.float32) for _ in range(n_params)]
 
     def make(lib: _Lib):
         m = lib.mod
@@ -114,6 +116,7 @@ def main() -> None:
     cases = [(f"tanh-GELU chain {SHAPE[0]}x{SHAPE[1]}", _case(_gelu_tanh)),
              (f"row softmax {SHAPE[0]}x{SHAPE[1]}", _case(_softmax)),
              (f"LayerNorm {SHAPE[0]}x{SHAPE[1]}", _case(_layer_norm, 2)),
+             (f"row softmax {LONG[0]}x{LONG[1]} (long rows)", _case(_softmax, shape=LONG)),
              (f"MLP train step {MLP[0]}x{MLP[1]}x{MLP[2]}", _mlp_case)]
     with ember.no_grad(), torch.no_grad():
         rows = run("ember.compile (float32)", cases, libs, budget=1.0)

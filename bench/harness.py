@@ -2,8 +2,9 @@
 
 A case is ``(name, make)``: ``make(lib)`` builds the inputs for one library (``lib`` is the
 ``ember`` or ``torch`` module) and returns a zero-argument callable that runs the workload once.
-Inputs are built outside the timed region; each callable is warmed up, then timed in batches
-until about ``budget`` seconds have passed; the reported time is the median batch time per call.
+Inputs are built outside the timed region; each callable is warmed up, then the libraries take
+turns timing batches of calls for about ``budget`` seconds each in all; the reported time is the
+median batch time per call.
 """
 
 from __future__ import annotations
@@ -13,21 +14,36 @@ import time
 from collections.abc import Callable
 
 
-def median_time(fn: Callable[[], object], budget: float = 0.4, min_calls: int = 3) -> float:
-    fn()  # warm-up (first-call caches, allocator)
+def _batch_size(fn: Callable[[], object]) -> int:
+    """Calls per timed batch (~20 ms, so timer resolution does not matter), after a warm-up
+    (first-call caches, allocator)."""
+    fn()
     fn()
     t0 = time.perf_counter()
     fn()
-    one = max(time.perf_counter() - t0, 1e-7)
-    per_batch = max(1, int(0.02 / one))  # batches of ~20 ms so timer resolution does not matter
-    samples = []
-    start = time.perf_counter()
-    while len(samples) < min_calls or time.perf_counter() - start < budget:
-        t0 = time.perf_counter()
-        for _ in range(per_batch):
-            fn()
-        samples.append((time.perf_counter() - t0) / per_batch)
-    return statistics.median(samples)
+    return max(1, int(0.02 / max(time.perf_counter() - t0, 1e-7)))
+
+
+def _time_batch(fn: Callable[[], object], per_batch: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(per_batch):
+        fn()
+    return (time.perf_counter() - t0) / per_batch
+
+
+def median_times(fns: dict, budget: float = 0.4, rounds: int = 5) -> dict:
+    """Median seconds per call of each callable in ``fns`` (name -> fn). The callables take
+    turns: ``rounds`` rounds, each giving every callable about ``budget / rounds`` seconds of
+    batches, so load that drifts while the benchmark runs (a shared 2-core machine) falls on
+    every column alike instead of on whichever ran during it."""
+    sizes = {n: _batch_size(f) for n, f in fns.items()}
+    samples: dict = {n: [] for n in fns}
+    for _ in range(rounds):
+        for n, f in fns.items():
+            start = time.perf_counter()
+            while len(samples[n]) < 1 or time.perf_counter() - start < budget / rounds:
+                samples[n].append(_time_batch(f, sizes[n]))
+    return {n: statistics.median(s) for n, s in samples.items()}
 
 
 def fmt_time(s: float) -> str:
@@ -52,10 +68,7 @@ def run(title: str, cases, libs, budget: float = 0.4, target: float | None = Non
     print("-" * len(header))
     rows = []
     for name, make in cases:
-        times = {}
-        for lib_name, lib in libs:
-            fn = make(lib)
-            times[lib_name] = median_time(fn, budget)
+        times = median_times({lib_name: make(lib) for lib_name, lib in libs}, budget)
         ratios = {n: times[n] / times["torch"] for n in names if n != "torch"}
         line = f"{name:34s}" + "".join(f"{fmt_time(times[n]):>14s}" for n in names) + \
             "".join(f"{ratios[n]:{rw - 1}.2f}x" for n in ratios)

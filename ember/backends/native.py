@@ -135,7 +135,7 @@ def _build(name: str, dt: D.dtype, rank: int, options: dict) -> Callable | None:
             graph = p(graph)
         if lifted or graph.lifted_tensors() or env.specialized or env.guards:
             return None  # the kernel would not be valid for every size: stay on numpy
-        cg = CompiledGraph(graph, None, openmp=True, contiguous_inputs=True)
+        cg = CompiledGraph(graph, None, openmp=True, contiguous_inputs=True, one_pool=False)
         if not cg.plan.kernels or any(s.kind == "eager" for s in cg.plan.steps):
             return None  # nothing was lowered to C: numpy is as good
         run = symbolic.bind_calls(cg, [n.meta.shape for n in graph.inputs], graph.nodes)

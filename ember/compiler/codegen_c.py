@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 
 from .. import _dtype as D
+from .codegen_rows import COLUMNS, _column_mode, _columns_body, _rows_body
 from .fusion import Kernel, Plan, RowsKernel
-from .lower import Const, Expr, Load, Op, RowRef, contiguous_strides, loads_of
+from .gemm import library_call, library_operands
+from .lower import Const, Expr, Load, RowRef, contiguous_strides
 from .symbolic import SymInt, wrapper_bindings
 
 CTYPE = {D.float32: "float", D.float64: "double", D.float16: "float", D.bfloat16: "float",
@@ -115,7 +117,11 @@ static inline float em_erff(float x) {
 }
 """
 
-OMP_MIN_ELEMENTS = 1 << 20  # below this, thread start-up costs more than it saves
+# Below this many elements a kernel runs on one thread. Next to numpy's BLAS threads (which
+# busy-wait after each call) only big kernels gain from OpenMP's; in a graph on one pool
+# (gemm.py) nothing else holds the cores and much smaller kernels do.
+OMP_MIN_ELEMENTS = 1 << 20
+OMP_MIN_ELEMENTS_ONE_POOL = 1 << 15
 
 
 def c_literal(value, dt: D.dtype) -> str:
@@ -224,15 +230,16 @@ class _Body:
         self.n = 0
 
     def emit(self, e: Expr, idx: list[str]) -> str:
-        key = ("load", e.buf.name, e.strides) if isinstance(e, Load) else id(e)
+        key = ("load", e.buf.name, e.strides, e.offset) if isinstance(e, Load) else id(e)
         if key in self.memo:
             return self.memo[key]
         if isinstance(e, Const):
             return c_literal(e.value, e.dtype)
         if isinstance(e, RowRef):
-            return self.rowref.format(e.phase)
+            return self.rowref.format(e.tag)
         if isinstance(e, Load):
-            terms = [v if s == 1 else f"{v} * {s}" for v, s in zip(idx, e.strides) if s != 0]
+            terms = [str(e.offset)] if e.offset else []
+            terms += [v if s == 1 else f"{v} * {s}" for v, s in zip(idx, e.strides) if s != 0]
             ref = f"{self.params[e.buf.name]}[{' + '.join(terms) or '0'}]"
             rhs = load_expr(e.dtype, ref)
         else:
@@ -293,8 +300,8 @@ def _loops(dims: list, collapse_ok: bool, parallel: bool, ind: str) -> tuple[lis
     return lines, idx, ind
 
 
-def kernel_source(k: Kernel | RowsKernel, openmp: bool, syms: list | tuple = ()
-                  ) -> tuple[str, list[str]]:
+def kernel_source(k: Kernel | RowsKernel, openmp: bool, syms: list | tuple = (),
+                  omp_min: int = OMP_MIN_ELEMENTS) -> tuple[str, list[str]]:
     """C source of one kernel and the buffer names of its parameters (inputs, then outputs)."""
     bufs: dict = {}
     for e in k.exprs():
@@ -316,8 +323,8 @@ def kernel_source(k: Kernel | RowsKernel, openmp: bool, syms: list | tuple = ()
     else:
         dims = list(k.expr.shape)
         total = _numel(dims)
-    big = total >= OMP_MIN_ELEMENTS if isinstance(total, int) else \
-        f"{total} >= {OMP_MIN_ELEMENTS}"  # dynamic shapes: decided at run time
+    big = total >= omp_min if isinstance(total, int) else \
+        f"{total} >= {omp_min}"  # dynamic shapes: decided at run time
     loops, idx, ind = _loops(dims, isinstance(k, RowsKernel), openmp and big, "    ")
     lines += loops
     if columns:
@@ -339,188 +346,6 @@ def kernel_source(k: Kernel | RowsKernel, openmp: bool, syms: list | tuple = ()
     return "\n".join(lines), list(bufs) + [b.name for b in outs]
 
 
-LANES = 16  # independent partial accumulators: the row loop vectorizes without reassociation
-
-# per reduction: initial accumulator (None: the row's first value) and the update template
-_REDUCE = {
-    "sum": ("0", "{a} += {v};"),
-    "prod": ("1", "{a} *= {v};"),
-    "max": (None, "{a} = ({v} != {v} || {v} > {a}) ? {v} : {a};"),  # NaN propagates
-    "min": (None, "{a} = ({v} != {v} || {v} < {a}) ? {v} : {a};"),
-}
-
-
-def _rows_body(k: RowsKernel, params: dict, idx: list, ind: str) -> list[str]:
-    """One row: each reduction phase in LANES independent partial results (element r goes to
-    lane r % LANES, combined at the end of the row; each lane is an exact sequential
-    accumulation, so vector code computes what scalar code would), then the per-row stores,
-    then one pass computing the row outputs."""
-    n = k.n
-    lines: list[str] = []
-    cache = _row_cache(k)
-
-    def value_at(e: Expr, r: str, extra: str, p: int = -1) -> tuple[list[str], str]:
-        body = _Body(params, ind + extra)
-        v = body.emit(e, idx + [r])
-        if cache and cache[0] == p:  # keep the value the row pass needs in its output
-            _, sub, b, st = cache
-            body.lines.append(f"{ind}{extra}{params[b.name]}[{_index(idx + [r], st)}] = "
-                              f"{body.memo[id(sub)]};")
-        return body.lines, v
-
-    for p, (prim, e, acc) in enumerate(k.phases):
-        at = CTYPE[acc]
-        init, update = _REDUCE[prim]
-        lines.append(f"{ind}{at} red{p};")
-        lines.append(f"{ind}{{")
-        if init is None:
-            body, init = value_at(e, "0", "    ")
-            lines.extend(body)
-        lines.append(f"{ind}    {at} part[{LANES}];")
-        lines.append(f"{ind}    for (int l = 0; l < {LANES}; ++l) part[l] = {init};")
-        lines.append(f"{ind}    int64_t r = 0;")
-        lines.append(f"{ind}    for (; r + {LANES} <= {n}; r += {LANES}) {{")
-        lines.append(f"{ind}        #pragma omp simd")
-        lines.append(f"{ind}        for (int l = 0; l < {LANES}; ++l) {{")
-        body, v = value_at(e, "(r + l)", "            ", p)
-        lines.extend(body)
-        lines.append(f"{ind}            {update.format(a='part[l]', v=v)}")
-        lines.append(f"{ind}        }}")
-        lines.append(f"{ind}    }}")
-        lines.append(f"{ind}    {at} acc = part[0];")
-        lines.append(f"{ind}    for (int l = 1; l < {LANES}; ++l) "
-                     f"{update.format(a='acc', v='part[l]')}")
-        lines.append(f"{ind}    for (; r < {n}; ++r) {{")
-        body, v = value_at(e, "r", "        ", p)
-        lines.extend(body)
-        lines.append(f"{ind}        {update.format(a='acc', v=v)}")
-        lines.append(f"{ind}    }}")
-        lines.append(f"{ind}    red{p} = acc;")
-        lines.append(f"{ind}}}")
-    lin = _index(idx, contiguous_strides(k.outer))
-    if k.scalar_outs:
-        body = _Body(params, ind)
-        for b, e in k.scalar_outs:
-            v = body.emit(e, idx + ["0"])
-            lines.extend(body.lines)
-            body.lines = []
-            lines.append(f"{ind}{params[b.name]}[{lin}] = {store_expr(b.meta.dtype, v)};")
-    if k.row_outs:
-        lines.append(f"{ind}for (int64_t r = 0; r < {n}; ++r) {{")
-        body = _Body(params, ind + "    ")
-        if cache:
-            _, sub, b, st = cache
-            body.lines.append(f"{ind}    const {CTYPE[sub.dtype]} kept = "
-                              f"{params[b.name]}[{_index(idx + ['r'], st)}];")
-            body.memo[id(sub)] = "kept"
-        for b, e, st in k.row_outs:
-            v = body.emit(e, idx + ["r"])
-            lines.extend(body.lines)
-            body.lines = []
-            lines.append(f"{ind}    {params[b.name]}[{_index(idx + ['r'], st)}] = "
-                         f"{store_expr(b.meta.dtype, v)};")
-        lines.append(f"{ind}}}")
-    return lines
-
-
-COLUMNS = 64  # kept elements a column-mode kernel reduces side by side
-
-
-def _column_mode(k: RowsKernel) -> bool:
-    """Reduce across rows in blocks of the last kept dim, when that dim, not the row, is the
-    unit-stride one in memory (``x.sum(0)``): the inner loop then reads contiguous elements of
-    COLUMNS independent accumulators instead of striding down a column."""
-    if not k.outer or not k.phases:
-        return False
-    lds = [ld for e in k.exprs() for ld in loads_of(e)]
-    if any(ld.strides[-1] == 1 for ld in lds):
-        return False
-    return any(ld.strides[-2] == 1 for ld in lds)
-
-
-def _columns_body(k: RowsKernel, params: dict, idx: list, ind: str) -> list[str]:
-    """One block of up to COLUMNS kept elements (the last loop index counts blocks): every
-    phase walks the rows in order, each column an exact sequential accumulation, then the
-    per-column stores, then the row outputs."""
-    n, last = k.n, len(idx) - 1
-    jb = idx[last]
-    lines = [f"{ind}const int64_t j0 = {jb} * {COLUMNS};",
-             (f"{ind}const int64_t jn = {k.outer[-1]} - j0 < {COLUMNS} ? "
-              f"{k.outer[-1]} - j0 : {COLUMNS};")]
-    at_j = idx[:last] + ["(j0 + jj)"]
-
-    def emit(e: Expr, r: str, extra: str) -> tuple[list[str], str]:
-        body = _Body(params, ind + extra, "red{}[jj]")
-        v = body.emit(e, at_j + [r])
-        return body.lines, v
-
-    for p, (prim, e, acc) in enumerate(k.phases):
-        at = CTYPE[acc]
-        init, update = _REDUCE[prim]
-        lines.append(f"{ind}{at} red{p}[{COLUMNS}];")
-        lines.append(f"{ind}for (int64_t jj = 0; jj < jn; ++jj) {{")
-        if init is None:
-            body, init = emit(e, "0", "    ")
-            lines.extend(body)
-        lines.append(f"{ind}    red{p}[jj] = {init};")
-        lines.append(f"{ind}}}")
-        lines.append(f"{ind}for (int64_t r = 0; r < {n}; ++r) {{")
-        lines.append(f"{ind}    #pragma omp simd")
-        lines.append(f"{ind}    for (int64_t jj = 0; jj < jn; ++jj) {{")
-        body, v = emit(e, "r", "        ")
-        lines.extend(body)
-        lines.append(f"{ind}        {update.format(a=f'red{p}[jj]', v=v)}")
-        lines.append(f"{ind}    }}")
-        lines.append(f"{ind}}}")
-    lin = _index(at_j, contiguous_strides(k.outer))
-    if k.scalar_outs:
-        lines.append(f"{ind}for (int64_t jj = 0; jj < jn; ++jj) {{")
-        body = _Body(params, ind + "    ", "red{}[jj]")
-        for b, e in k.scalar_outs:
-            v = body.emit(e, at_j + ["0"])
-            lines.extend(body.lines)
-            body.lines = []
-            lines.append(f"{ind}    {params[b.name]}[{lin}] = {store_expr(b.meta.dtype, v)};")
-        lines.append(f"{ind}}}")
-    if k.row_outs:
-        lines.append(f"{ind}for (int64_t r = 0; r < {n}; ++r) {{")
-        lines.append(f"{ind}    for (int64_t jj = 0; jj < jn; ++jj) {{")
-        body = _Body(params, ind + "        ", "red{}[jj]")
-        for b, e, st in k.row_outs:
-            v = body.emit(e, at_j + ["r"])
-            lines.extend(body.lines)
-            body.lines = []
-            lines.append(f"{ind}        {params[b.name]}[{_index(at_j + ['r'], st)}] = "
-                         f"{store_expr(b.meta.dtype, v)};")
-        lines.append(f"{ind}    }}")
-        lines.append(f"{ind}}}")
-    return lines
-
-
-def _row_cache(k: RowsKernel) -> tuple | None:
-    """(phase, subexpression, output, strides) when a reduction phase's summand (softmax's
-    exp(x - max)) is also what a row output computes from: the phase stores it in that output
-    (same C type, so exactly) and the row pass reads it back instead of computing it again."""
-    for p in range(len(k.phases) - 1, -1, -1):
-        e = k.phases[p][1]
-        sub = e.args[0] if isinstance(e, Op) and e.prim == "cast" else e
-        if not isinstance(sub, Op):
-            continue
-        for b, out, st in k.row_outs:
-            if STORAGE[b.meta.dtype] == CTYPE[sub.dtype] and _contains(out, sub, set()):
-                return p, sub, b, st
-    return None
-
-
-def _contains(e: Expr, sub: Expr, seen: set) -> bool:
-    if e is sub:
-        return True
-    if id(e) in seen:
-        return False
-    seen.add(id(e))
-    return any(_contains(a, sub, seen) for a in getattr(e, "args", ()))
-
-
 def translation_units(plan: Plan, n: int) -> list[list[str]]:
     """The plan's kernel names in at most ``n`` groups of about equal source size (largest
     first, each to the lightest group), each group one C translation unit; deterministic, so
@@ -540,16 +365,20 @@ def unit_source(plan: Plan, names: list[str]) -> str:
     return "\n\n".join([PRELUDE] + [plan.kernel_sources[n] for n in names]) + "\n"
 
 
-def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False) -> tuple[str, str, dict]:
+def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False,
+             one_pool: bool = False) -> tuple[str, str, dict]:
     """``(c_source, wrapper_source, kernel_params)``: the C translation unit, the Python
-    wrapper's source, and each kernel's parameter buffer names (inputs, then outputs)."""
+    wrapper's source, and each kernel's parameter buffer names (inputs, then outputs).
+    ``one_pool``: the graph runs with numpy's BLAS on one thread, its matrix products call
+    gemm.py's drivers and its kernels go parallel from OMP_MIN_ELEMENTS_ONE_POOL."""
     chunks = [PRELUDE]
     kparams = {}
     binds = wrapper_bindings([b.meta.shape for b in plan.inputs])  # dynamic shapes' sizes
     plan.symbols = syms = [n for n, _ in binds]
     plan.kernel_sources = {}
     for k in plan.kernels:
-        src, params = kernel_source(k, openmp, syms)
+        src, params = kernel_source(
+            k, openmp, syms, OMP_MIN_ELEMENTS_ONE_POOL if one_pool else OMP_MIN_ELEMENTS)
         chunks.append(src)
         plan.kernel_sources[k.name] = src  # for building in several units
         kparams[k.name] = params
@@ -574,7 +403,11 @@ def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False) -> tuple
         elif s.kind == "view":
             b = s.outs[0]
             py.append(f"    {b.name} = _view({s.src.name}, {tuple(b.meta.shape)}, "
-                      f"{tuple(b.strides)})  # no copy")
+                      f"{tuple(b.strides)}, {s.offset})  # no copy")
+        elif one_pool and library_call(s.node):
+            ins = ", ".join(s.inputs[id(n)].name for n in library_operands(s.node))
+            py.append(f"    {s.outs[0].name} = _gemm_{s.node.target.name}({ins})  "
+                      f"# BLAS on the graph's thread pool")
         else:
             names = ", ".join(s.outs[j].name for j in range(len(s.outs)))
             ins = ", ".join(b.name for b in s.inputs.values())

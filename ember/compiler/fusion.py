@@ -38,7 +38,7 @@ from .lower import (
     reshape,
     substitute,
 )
-from .rules import EPILOGUE_BIAS, PERMUTES, REDUCTIONS, RESHAPES, RULES
+from .rules import EPILOGUE_BIAS, PERMUTES, REDUCTIONS, RESHAPES, RULES, SLICES
 from .symbolic import SymInt
 
 # A rows kernel whose rows are few and long runs its row pass on one thread: a pointwise
@@ -63,6 +63,15 @@ class Kernel:
         return [self.expr] + [e for _, e in self.extra]
 
 
+# reduction phases with two per-row results, each made in one pass over the row
+PAIRED = {
+    "welford": ("mean", "sum of squared deviations (M2)"),
+    "max_sumexp": ("max", "sum of exp(x - max)"),  # online softmax (rules.ONLINE_SOFTMAX_MIN)
+    "argmax": ("max", "index of its first occurrence"),  # NaN counts as the maximum
+    "argmin": ("min", "index of its first occurrence"),
+}
+
+
 class RowsKernel:
     """One generated C function over a rows iteration space ``outer + (n,)``: for each outer
     index (an OpenMP-parallel loop), the reduction ``phases`` run over the row in order (each a
@@ -76,7 +85,9 @@ class RowsKernel:
         self.perm, self.outer, self.n, self.src_shape = space
         self.name = f"k{index}"
         self.ops: list[str] = []
-        self.phases: list[tuple] = []  # (prim: sum/prod/max/min, expr, accumulator dtype)
+        # (prim, expr, accumulator dtype); prim is one of sum/prod/max/min or a two-result
+        # phase of PAIRED (codegen_rows.py emits each)
+        self.phases: list[tuple] = []
         self.scalar_outs: list[tuple] = []  # (buffer, expr)
         self.row_outs: list[tuple] = []  # (buffer, expr, strides in the rows space)
 
@@ -124,6 +135,16 @@ class Rows:
         self.fuser._mark_reads(e, set())
         k.phases.append((prim, e, acc))
         return RowRef(len(k.phases) - 1, acc, self.shape)
+
+    def reduce_pair(self, prim: str, e: Expr, acc: D.dtype) -> tuple[RowRef, RowRef]:
+        """A phase of PAIRED over ``e`` (taken in its own dtype): its first result has ``e``'s
+        dtype, its second ``acc``."""
+        assert prim in PAIRED, prim
+        k = self.kernel()
+        self.fuser._mark_reads(e, set())
+        k.phases.append((prim, e, acc))
+        p = len(k.phases) - 1
+        return RowRef(p, e.dtype, self.shape), RowRef(p, acc, self.shape, part=1)
 
     def scalar_out(self, meta: TensorMeta, e: Expr) -> Buffer:
         k = self.kernel()
@@ -201,7 +222,7 @@ class Fuser:
     def materialize(self, e: Expr, why: str) -> Buffer:
         """The buffer holding ``e``: the loaded buffer itself when ``e`` reads one whole in its
         own layout, else a new pointwise kernel computing ``e``."""
-        if isinstance(e, Load) and e.strides == e.buf.strides and e.shape == e.buf.meta.shape:
+        if isinstance(e, Load) and e.whole:
             return e.buf
         if isinstance(e, Const):
             raise AssertionError("a constant is never materialized")
@@ -299,7 +320,8 @@ class Fuser:
             if node.kind == "detach":
                 self.val[id(node)] = self.val[id(node.args[0])]
             elif node.kind == "getitem":
-                self.val[id(node)] = self.as_load(self.val[id(node.args[0])][node.target])
+                v = self.val[id(node.args[0])][node.target]
+                self.val[id(node)] = v if isinstance(v, Expr) else self.as_load(v)
             else:
                 self.call(node)
         for o in self.g.outputs:
@@ -337,6 +359,8 @@ class Fuser:
             return self.reduction(node, name, a)
         if name in EPILOGUE_BIAS and isinstance(a.get("bias"), Node):
             return self.bias_epilogue(node, a)
+        if name in SLICES:
+            return self.slices(node, name, a)
         if isinstance(node.meta, tuple):  # other multi-output ops (batch norm) run eagerly
             return None
         shape = node.meta.shape
@@ -405,7 +429,7 @@ class Fuser:
         def leaf(ld: Load) -> Expr | None:
             b = ld.buf
             if getattr(b, "rows_owner", None) is k:
-                row_const = ld.strides[-1] == 0 or k.n == 1
+                row_const = (ld.strides[-1] == 0 or k.n == 1) and ld.offset == 0
                 same_row = all(n == 1 or s == t for n, s, t in zip(k.outer, ld.strides, lin))
                 for buf, ex in k.scalar_outs:
                     if buf is b and row_const and same_row:
@@ -464,7 +488,7 @@ class Fuser:
         outputs, the shared value computed once."""
         by_kernel = {id(k.out): k for k in self.plan.kernels[-4:] if isinstance(k, Kernel)}
         same = [by_kernel[id(ld.buf)] for ld in loads_of(e) if id(ld.buf) in by_kernel
-                and ld.strides == ld.buf.strides and ld.shape == ld.buf.meta.shape]
+                and ld.whole]
         if not same:
             return None
         k = max(same, key=lambda k: k.out.step)
@@ -474,8 +498,7 @@ class Fuser:
 
         def leaf(ld: Load) -> Expr | None:
             if id(ld.buf) in mine:
-                ok = ld.strides == ld.buf.strides and ld.shape == ld.buf.meta.shape
-                return mine[id(ld.buf)] if ok else None
+                return mine[id(ld.buf)] if ld.whole else None
             return ld if ld.buf.step < k.out.step else None
         te = substitute(e, leaf)
         if te is None:
@@ -578,13 +601,48 @@ class Fuser:
         bias = cast(self.operand(a["bias"], node.meta.shape), c)
         return cast(Op("add", [cast(mm, c), bias], c, node.meta.shape, label="bias"), out)
 
+    def slices(self, node: Node, name: str, a: dict) -> Expr | list | None:
+        """split / unbind parts, narrow and select: loads of the source buffer at an offset
+        (index arithmetic, no copy). A computed source is stored first; sizes that are
+        symbolic (dynamic shapes) run the op eagerly."""
+        src = self.val.get(id(a.get("input", a.get("tensor"))))
+        if not isinstance(src, Expr) or isinstance(src, Const):
+            return None
+        if not isinstance(src, Load):
+            src = self.as_load(self.materialize(src, f"{node.name}: {name} of a computed value"))
+        metas = node.meta if isinstance(node.meta, tuple) else (node.meta,)
+        sizes = [*src.shape, *src.strides, src.offset, *(n for m in metas for n in m.shape)]
+        if any(isinstance(v, SymInt) for v in sizes):
+            return None
+        pos = a.get("index", a.get("start", 0))
+        if not isinstance(pos, int) or isinstance(pos, (bool, SymInt)):
+            return None  # a tensor or symbolic position
+        nd = len(src.shape)
+        d = _wrap_dim(a.get("dim", 0), nd)
+        st = src.strides
+        if name in ("select", "unbind"):
+            keep = [i for i in range(nd) if i != d]
+            at = [pos] if name == "select" else range(src.shape[d])
+            parts = [Load(src.buf, [st[i] for i in keep], metas[0].shape,
+                          src.offset + (j % src.shape[d] if src.shape[d] else 0) * st[d])
+                     for j in at]
+        else:  # split, narrow: consecutive runs along d
+            start = pos % src.shape[d] if name == "narrow" and src.shape[d] else 0
+            parts = []
+            for m in metas:
+                parts.append(Load(src.buf, st, m.shape, src.offset + start * st[d]))
+                start += m.shape[d]
+        return parts if isinstance(node.meta, tuple) else parts[0]
+
     def view(self, ld: Load) -> Buffer:
         """A strided view of a buffer (a transposed weight for the library matmul, a broadcast
-        operand) handed to an eager op without copying it: numpy and BLAS take strides."""
+        operand, a part of a split) handed to an eager op without copying it: numpy and BLAS
+        take strides."""
         src = ld.buf
         src.read_by_kernel = True  # an eager result is made contiguous, so its strides are known
         out = self.new_buffer(TensorMeta(ld.shape, ld.dtype), ld.strides)
-        self.plan.steps.append(Step("view", src=src, inputs={id(src): src}, outs=[out]))
+        self.plan.steps.append(Step("view", src=src, inputs={id(src): src}, outs=[out],
+                                    offset=ld.offset))
         return out
 
     def eager(self, node: Node) -> None:
@@ -594,8 +652,7 @@ class Fuser:
             if id(i) in bufs:
                 continue
             v = self.val[id(i)]
-            if isinstance(v, Load) and not (v.strides == v.buf.strides and
-                                            v.shape == v.buf.meta.shape):
+            if isinstance(v, Load) and not v.whole:
                 bufs[id(i)] = self.view(v)
             else:
                 bufs[id(i)] = self.materialize(v, f"{i.name} read by eager {node.target.name}")

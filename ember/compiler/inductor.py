@@ -11,17 +11,22 @@ import numpy as np
 from .. import _dtype as D
 from .._tensor import _wrap
 from ..autograd.grad_mode import no_grad
-from . import pytree
+from . import gemm, pytree
 from .codegen_c import generate, translation_units, unit_source
 from .fusion import plan as make_plan
 from .graph import Graph, Node
 from .lower import contiguous_strides
 from .runtime import build_many
 
-# Generated kernels are short OpenMP regions between numpy/BLAS calls that run threads of their
-# own: OpenMP threads spinning after each region would take those cores (read when the OpenMP
-# runtime loads with the first kernel library; a user's setting wins).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# How long an idle OpenMP thread spins before it sleeps (read when the OpenMP runtime loads
+# with the first kernel library; a user's OMP_WAIT_POLICY or GOMP_SPINCOUNT wins). A compiled
+# graph is a run of short parallel regions on one pool (gemm.py): a thread that slept after
+# each would be woken ~150 times a GPT step (that step: 75-80 ms with sleeping threads,
+# 54-66 ms spinning). libgomp's default spin (300,000 rounds, milliseconds) would hold the cores
+# long after a graph, against numpy's BLAS threads in the eager code that follows; a short spin
+# keeps the threads warm from one kernel to the next and no longer.
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ.setdefault("GOMP_SPINCOUNT", "20000")
 
 
 # Generated C per extra compiler process: below this a graph builds as one unit (starting a
@@ -54,17 +59,20 @@ class CompiledGraph:
     """A graph turned into native kernels plus a generated Python wrapper."""
 
     def __init__(self, graph: Graph, example_inputs: list, openmp: bool = True,
-                 contiguous_inputs: bool = False):
+                 contiguous_inputs: bool = False, one_pool: bool = True):
         """``contiguous_inputs``: assume nothing about the inputs' strides (no guard covers
         them, as for a backward graph's incoming gradients); the wrapper makes them
-        contiguous first."""
+        contiguous first. ``one_pool``: run on one thread pool (gemm.py) where possible;
+        eager-mode kernels (backends/native.py) run between numpy's BLAS calls and pass
+        False."""
         self.graph = graph
         self.units = 0  # translation units the kernels were built in
         strides = [contiguous_strides(n.meta.shape) for n in graph.inputs] \
             if contiguous_inputs else [t.stride() for t in example_inputs]
         self.plan = make_plan(graph, strides)
-        self.c_source, self.wrapper_source, kparams = generate(self.plan, openmp,
-                                                               contiguous_inputs)
+        self.one_pool, self.pool = _one_pool(self.plan, one_pool and openmp)
+        self.c_source, self.wrapper_source, kparams = generate(
+            self.plan, openmp, contiguous_inputs, one_pool=self.one_pool)
         env: dict = {"_empty": np.empty, "_contig": _contiguous, "_wrap": _wrap,
                      "_view": _view}
         for dt in D.ALL:
@@ -82,6 +90,7 @@ class CompiledGraph:
                     [ctypes.c_int64] * len(self.plan.symbols)  # dynamic sizes
                 fn.restype = None
                 env[f"_k_{k.name}"] = fn
+        env.update({f"_gemm_{name}": fn for name, fn in gemm.RUNNERS.items()})
         for s in self.plan.steps:
             if s.kind == "eager":
                 env[f"_eager_{s.node.name}"] = _eager_step(s.node, list(s.inputs), s.tuple_out)
@@ -89,12 +98,38 @@ class CompiledGraph:
         self._call = env["call"]
 
     def __call__(self, *flat_inputs) -> tuple:
-        return self._call(flat_inputs)
+        if self.pool is None:
+            return self._call(flat_inputs)
+        old = self.pool.serial_blas()
+        try:
+            return self._call(flat_inputs)
+        finally:
+            self.pool.restore_blas(old)
 
 
-def _view(a: np.ndarray, shape: tuple, strides: tuple) -> np.ndarray:
-    """``a``'s memory seen with element ``strides`` (index arithmetic the plan worked out)."""
-    return np.lib.stride_tricks.as_strided(a, shape, tuple(s * a.itemsize for s in strides))
+def _one_pool(plan, wanted: bool) -> tuple[bool, gemm.Pool | None]:
+    """(whether the graph runs on one thread pool, the matmul drivers it calls): not when an
+    eager step calls numpy's BLAS itself, nor when its products need drivers that cannot be
+    built; a graph without products needs none (and builds none)."""
+    eager = [s.node for s in plan.steps if s.kind == "eager"]
+    if not wanted or any(gemm.calls_numpy_blas(n) for n in eager):
+        return False, None
+    if not any(gemm.library_call(n) for n in eager):
+        return True, None
+    p = gemm.pool()
+    return p is not None, p
+
+
+def _view(a: np.ndarray, shape: tuple, strides: tuple, offset: int = 0) -> np.ndarray:
+    """``a``'s memory from element ``offset`` on, seen with element ``strides`` (index
+    arithmetic the plan worked out). ``np.ndarray`` over a contiguous buffer costs 0.3 us
+    where ``as_strided`` costs 6."""
+    st = tuple(s * a.itemsize for s in strides)
+    if a.flags.c_contiguous:
+        return np.ndarray(shape, a.dtype, a, offset * a.itemsize, st)
+    if offset:  # a's data pointer moved on by ``offset`` elements, whatever a's layout
+        a = np.lib.stride_tricks.as_strided(a, (offset + 1,), (a.itemsize,))[offset:]
+    return np.lib.stride_tricks.as_strided(a, shape, st)
 
 
 def _eager_step(node: Node, input_ids: list, tuple_out: bool) -> Callable:

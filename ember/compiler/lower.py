@@ -59,9 +59,19 @@ class Expr:
 
 
 class Load(Expr):
-    def __init__(self, buf: Buffer, strides: tuple, shape: tuple):
+    """Element ``offset + sum(i * stride)`` of ``buf`` at index ``i`` of ``shape`` (a slice
+    such as ``split``'s parts starts at an offset)."""
+
+    def __init__(self, buf: Buffer, strides: tuple, shape: tuple, offset: int = 0):
         self.buf, self.strides, self.shape, self.dtype = buf, tuple(strides), tuple(shape), \
             buf.meta.dtype
+        self.offset = offset
+
+    @property
+    def whole(self) -> bool:
+        """Whether this reads its buffer entire, in the buffer's own layout."""
+        return self.offset == 0 and self.strides == self.buf.strides and \
+            self.shape == self.buf.meta.shape
 
 
 class Const(Expr):
@@ -81,11 +91,18 @@ class Op(Expr):
 
 
 class RowRef(Expr):
-    """The result of reduction phase ``phase`` of the enclosing rows kernel, for the current
-    row (constant along the row)."""
+    """Result ``part`` of reduction phase ``phase`` of the enclosing rows kernel, for the
+    current row (constant along the row). Most phases have one result; a two-result phase
+    (Welford's mean and M2, online softmax's max and sum, a max and its index) names its
+    second with ``part=1``."""
 
-    def __init__(self, phase: int, dtype: D.dtype, shape: tuple):
-        self.phase, self.dtype, self.shape = phase, dtype, tuple(shape)
+    def __init__(self, phase: int, dtype: D.dtype, shape: tuple, part: int = 0):
+        self.phase, self.dtype, self.shape, self.part = phase, dtype, tuple(shape), part
+
+    @property
+    def tag(self) -> str:
+        """How the generated C names this result: ``red{tag}``."""
+        return f"{self.phase}_{self.part}" if self.part else str(self.phase)
 
 
 def _map_loads(e: Expr, shape: tuple, fn, memo: dict) -> Expr | None:
@@ -96,7 +113,7 @@ def _map_loads(e: Expr, shape: tuple, fn, memo: dict) -> Expr | None:
         r: Expr | None = e
     elif isinstance(e, Load):
         st = fn(e)
-        r = None if st is None else Load(e.buf, st, shape)
+        r = None if st is None else Load(e.buf, st, shape, e.offset)
     else:
         args = [_map_loads(a, shape, fn, memo) for a in e.args]
         r = None if any(a is None for a in args) else \
@@ -149,11 +166,49 @@ def _nocopy_strides(shape: tuple, strides: tuple, new: tuple) -> tuple | None:
     return tuple(out)
 
 
+def _split_strides(shape: tuple, strides: tuple, new: tuple) -> tuple | None:
+    """Like ``_nocopy_strides`` but also splitting a dim into several (``(B, T, H * D)`` seen
+    as ``(B, T, H, D)`` when the last dim is part of a wider row, as a split's part is):
+    the old dims form chunks of memory-contiguous runs, and the new dims divide each chunk
+    from the outside in. Static sizes only."""
+    if 0 in shape:
+        return contiguous_strides(new)
+    chunks: list = []  # (elements, innermost stride) of each contiguous run of old dims
+    for n, s in zip(shape, strides):
+        if n == 1:
+            continue
+        if chunks and chunks[-1][1] == s * n:
+            chunks[-1] = (chunks[-1][0] * n, s)
+        else:
+            chunks.append((n, s))
+    out, left, base, used = [], 1, 0, 0
+    for n in new:
+        if n == 1:
+            out.append(0)
+            continue
+        if left == 1:
+            if used == len(chunks):
+                return None
+            left, base = chunks[used]
+            used += 1
+        if left % n:
+            return None
+        left //= n
+        out.append(base * left)
+    return tuple(out) if used == len(chunks) and left == 1 else None
+
+
 def reshape(e: Expr, new: tuple) -> Expr | None:
     new = tuple(new)
     if isinstance(e, Const):
         return e
-    return _map_loads(e, new, lambda ld: _nocopy_strides(ld.shape, ld.strides, new), {})
+
+    def strides(ld: Load) -> tuple | None:
+        st = _nocopy_strides(ld.shape, ld.strides, new)
+        if st is None and all(type(v) is int for v in (*ld.shape, *ld.strides, *new)):
+            st = _split_strides(ld.shape, ld.strides, new)
+        return st
+    return _map_loads(e, new, strides, {})
 
 
 def cast(e: Expr, dt: D.dtype) -> Expr:

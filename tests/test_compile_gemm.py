@@ -1,0 +1,177 @@
+"""Compiled graphs on one thread pool (ember/compiler/gemm.py): the matmul drivers against
+numpy over every layout they take or refuse, which graphs run on one pool, the kernels' lower
+OpenMP threshold there, and numpy's BLAS thread count restored after every call."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from compile_util import close, fresh_compiler, rand  # noqa: F401 (autouse fixture)
+
+import ember
+from ember.compiler import codegen_c, compile, gemm
+
+F = ember.nn.functional
+
+
+def test_drivers_are_available_here():
+    """numpy's wheels bring OpenBLAS and the test machines have gcc with OpenMP: if this
+    fails, every graph silently lost the one-pool path."""
+    assert gemm.pool() is not None
+
+
+def _t(a: np.ndarray) -> np.ndarray:
+    """``a`` stored transposed in its last two dims (same values, column-major matrices)."""
+    return np.swapaxes(np.ascontiguousarray(np.swapaxes(a, -1, -2)), -1, -2)
+
+
+LAYOUTS = {
+    "plain": lambda a: a,
+    "transposed": _t,
+    "strided rows": lambda a: np.concatenate([a, a], axis=-1)[..., : a.shape[-1]],
+    "every other col": lambda a: np.repeat(a, 2, axis=-1)[..., ::2],  # no unit stride: copied
+    "reversed": lambda a: a[..., ::-1, :][..., ::-1, :],  # a view of a view, positive strides
+}
+
+SHAPES = [
+    ((64, 32), (32, 48)),  # one product
+    ((1024, 128), (128, 384)),  # big enough to split rows over the threads
+    ((16, 64, 128), (128, 512)),  # a stack times one matrix: one product of all rows
+    ((8, 64, 32), (8, 32, 64)),  # a batch: one matrix per thread
+    ((2, 3, 64, 32), (2, 3, 32, 64)),  # two batch dims
+    ((4, 1, 8, 16), (3, 16, 8)),  # broadcast batch dims
+    ((1, 16), (16, 1)),  # 1 x 1 result
+    ((1, 5, 7), (7, 1)),
+    ((3, 1, 7), (3, 7, 5)),
+    ((5, 0), (0, 4)),  # empty inner dim: zeros (numpy's fallback)
+    ((0, 5), (5, 4)),
+    ((7,), (7, 3)),  # 1-D operands: numpy's fallback
+    ((3, 7), (7,)),
+    ((7,), (7,)),  # a 0-d result
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("la", sorted(LAYOUTS))
+@pytest.mark.parametrize("lb", sorted(LAYOUTS))
+def test_matmul_matches_numpy(dtype, la, lb):
+    rng = np.random.default_rng(0)
+    p = gemm.pool()
+    old = p.serial_blas()
+    try:
+        for sa, sb in SHAPES:
+            a, b = (rng.standard_normal(s).astype(dtype) for s in (sa, sb))
+            if len(sa) >= 2:
+                a = LAYOUTS[la](a)
+            if len(sb) >= 2:
+                b = LAYOUTS[lb](b)
+            got, want = gemm.matmul(a, b), np.asarray(np.matmul(a, b))
+            assert isinstance(got, np.ndarray), (sa, sb)
+            assert got.shape == want.shape and got.dtype == want.dtype, (sa, sb)
+            tol = 1e-5 if dtype == np.float32 else 1e-12
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10, err_msg=str((sa, sb)))
+    finally:
+        p.restore_blas(old)
+
+
+def test_matmul_falls_back_for_other_dtypes():
+    a = np.arange(12, dtype=np.int64).reshape(3, 4)
+    b = np.arange(8, dtype=np.int64).reshape(4, 2)
+    np.testing.assert_array_equal(gemm.matmul(a, b), a @ b)
+    h = np.ones((4, 4), np.float16)
+    assert gemm.matmul(h, h).dtype == np.float16
+    mixed = gemm.matmul(np.ones((2, 3), np.float32), np.ones((3, 2), np.float64))
+    assert mixed.dtype == np.float64
+
+
+def _entry(cf):
+    return cf._entries[-1].run
+
+
+def test_graph_products_run_on_one_pool():
+    """matmul, mm, bmm and linear (its bias an epilogue) call the drivers; results equal
+    eager's; numpy's BLAS thread count is what it was after the call."""
+    w, b = rand(96, 64, seed=1), rand(96, seed=2)
+    q, k = rand(8, 4, 32, 16, seed=3), rand(8, 4, 16, 32, seed=4)
+    m1, m2 = rand(6, 64, seed=5), rand(64, 6, seed=6)
+    b1, b2 = rand(3, 5, 7, seed=7), rand(3, 7, 2, seed=8)
+
+    def f(x):
+        h = F.gelu(F.linear(x, w, b))
+        att = (q @ k).softmax(-1)
+        return h, F.linear(x, w), att, m1.mm(m2), b1.bmm(b2), x.t() @ x
+
+    x = rand(128, 64)
+    before = gemm.pool()._get()
+    cf = compile(f)
+    with ember.no_grad():
+        close(cf(x), f(x))
+        close(cf(x), f(x))
+    assert gemm.pool()._get() == before
+    src = _entry(cf).wrapper_source
+    for name in ("linear", "matmul", "mm", "bmm"):
+        assert f"_gemm_{name}(" in src and f"# ember.ops.{name}," not in src, name
+
+
+def test_training_graph_on_one_pool_matches_eager():
+    ember.manual_seed(0)
+    model = ember.nn.Sequential(ember.nn.Linear(64, 128), ember.nn.GELU(),
+                                ember.nn.Linear(128, 64))
+    ref = ember.nn.Sequential(ember.nn.Linear(64, 128), ember.nn.GELU(), ember.nn.Linear(128, 64))
+    ref.load_state_dict(model.state_dict())
+    cm = compile(model)
+    x = rand(256, 64, seed=9)
+    for m in (cm, ref):
+        m(x).square().mean().backward()
+    for (n, p), pr in zip(model.named_parameters(), ref.parameters()):
+        close(p.grad, pr.grad)
+
+
+def test_graph_with_numpy_blas_eager_step_keeps_numpy_threads():
+    """A convolution runs eagerly and calls numpy's BLAS itself: that graph keeps numpy's
+    matmul and threads (two pools would fight) and the big-kernel OpenMP threshold."""
+    w = rand(4, 3, 3, 3, seed=1)
+    lin = rand(16, 8, seed=2)
+
+    def f(x):
+        y = F.conv2d(x, w)
+        return y.flatten(1)[:, :8] @ lin.t(), (x * 2).exp()
+
+    x = rand(2, 3, 128, 128)  # 98K elements: parallel on one pool, not next to numpy's BLAS
+    cf = compile(f)
+    with ember.no_grad():
+        close(cf(x), f(x))
+    run = _entry(cf)
+    assert run.pool is None and "_gemm_" not in run.wrapper_source
+    assert "#pragma omp parallel" not in run.c_source
+
+
+def test_one_pool_kernels_go_parallel_at_smaller_sizes():
+    n = codegen_c.OMP_MIN_ELEMENTS_ONE_POOL
+    assert n < codegen_c.OMP_MIN_ELEMENTS
+    w = rand(n // 64, 64, seed=1)
+
+    def f(x):
+        return (x @ w.t()).tanh()  # 64 x n/64 = n elements
+
+    x = rand(64, 64)
+    cf = compile(f)
+    with ember.no_grad():
+        close(cf(x), f(x))
+    run = _entry(cf)
+    assert run.pool is not None and "#pragma omp parallel for" in run.c_source
+
+
+def test_no_pool_graphs_still_work(monkeypatch):
+    """Without the drivers (no OpenBLAS found, no OpenMP) graphs keep numpy's matmul."""
+    monkeypatch.setattr(gemm, "_POOL", [None])
+    w = rand(32, 16, seed=1)
+
+    def f(x):
+        return F.relu(F.linear(x, w))
+
+    x = rand(8, 16)
+    cf = compile(f)
+    with ember.no_grad():
+        close(cf(x), f(x))
+    assert "_gemm_" not in _entry(cf).wrapper_source
