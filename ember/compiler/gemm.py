@@ -28,7 +28,12 @@ from .. import _dtype as D
 # start-up costs more than it saves.
 PARALLEL_MIN_FLOPS = 1 << 18
 
-_SOURCE = """\
+# A product whose matrices are at most this small (each dim, and k * n) runs in the driver's
+# own loop: OpenBLAS spends ~10 us per call on set-up, more than a 64x32x64 product costs.
+SMALL_DIM, SMALL_KN = 128, 1 << 14
+
+_HEADER = """\
+#include <math.h>
 #include <stdint.h>
 #include <omp.h>
 
@@ -36,37 +41,98 @@ typedef EM_BLASINT blasint;
 #define EM_ROW_MAJOR 101
 #define EM_NO_TRANS 111
 #define EM_TRANS 112
+"""
 
-/* C[b] = A[b] @ B[b] for b < batch (C contiguous, batch-major). A matrix is (rows, cols) with
+# {T}: the C type, {F}: its fused multiply-add (BLAS's kernels contract too)
+_DRIVER = """
+typedef void (*em_{T}_gemm_t)(int, int, int, blasint, blasint, blasint, {T}, const {T} *,
+                              blasint, const {T} *, blasint, {T}, {T} *, blasint);
+
+/* c (m x n, contiguous) = a @ b for small matrices, in tiles of 4 rows x 16 columns held in
+   registers; a transposed b is first copied row-major into ``scratch`` (k x n). */
+static void em_small_{T}(int64_t m, int64_t n, int64_t k, const {T} *a, int64_t ta,
+                         int64_t lda, const {T} *b, int64_t tb, int64_t ldb, {T} *c,
+                         {T} *scratch) {{
+    if (tb) {{
+        for (int64_t p = 0; p < k; ++p)
+            for (int64_t j = 0; j < n; ++j) scratch[p * n + j] = b[j * ldb + p];
+        b = scratch;
+        ldb = n;
+    }}
+    for (int64_t i0 = 0; i0 < m; i0 += 4) {{
+        int64_t mi = m - i0 < 4 ? m - i0 : 4;
+        for (int64_t j0 = 0; j0 < n; j0 += 16) {{
+            int64_t nj = n - j0 < 16 ? n - j0 : 16;
+            {T} acc[4][16] = {{{{0}}}};
+            if (mi == 4 && nj == 16) {{
+                for (int64_t p = 0; p < k; ++p) {{
+                    const {T} *bp = b + p * ldb + j0;
+                    for (int r = 0; r < 4; ++r) {{
+                        const {T} av = ta ? a[p * lda + i0 + r] : a[(i0 + r) * lda + p];
+                        #pragma omp simd
+                        for (int jj = 0; jj < 16; ++jj) acc[r][jj] = {F}(av, bp[jj], acc[r][jj]);
+                    }}
+                }}
+            }} else {{
+                for (int64_t p = 0; p < k; ++p) {{
+                    const {T} *bp = b + p * ldb + j0;
+                    for (int r = 0; r < mi; ++r) {{
+                        const {T} av = ta ? a[p * lda + i0 + r] : a[(i0 + r) * lda + p];
+                        for (int jj = 0; jj < nj; ++jj) acc[r][jj] = {F}(av, bp[jj], acc[r][jj]);
+                    }}
+                }}
+            }}
+            for (int r = 0; r < mi; ++r)
+                for (int jj = 0; jj < nj; ++jj) c[(i0 + r) * n + j0 + jj] = acc[r][jj];
+        }}
+    }}
+}}
+
+/* c[i] = a[i] @ b[i] for i < batch (c contiguous, batch-major). A matrix is (rows, cols) with
    one unit stride: ``ta`` says it is stored transposed, ``lda`` is its other stride; ``sa``
    is the stride between matrices of the batch (0: one matrix shared by all). Work is split
    into one piece per thread: whole matrices when the batch has enough, else blocks of rows;
-   each piece is one BLAS call (BLAS is single-threaded while a graph runs). */
-#define EM_GEMM(NAME, T, TYPE_GEMM)                                                          \\
-typedef void (*NAME##_t)(int, int, int, blasint, blasint, blasint, T, const T *, blasint,    \\
-                         const T *, blasint, T, T *, blasint);                               \\
-void NAME(void *fn, int64_t parallel, int64_t batch, int64_t m, int64_t n, int64_t k,       \\
-          const T *a, int64_t sa, int64_t ta, int64_t lda,                                   \\
-          const T *b, int64_t sb, int64_t tb, int64_t ldb, T *c) {                           \\
-    NAME##_t gemm = (NAME##_t)fn;                                                            \\
-    int nt = parallel ? omp_get_max_threads() : 1;                                           \\
-    int64_t splits = batch >= nt ? 1 : (nt + batch - 1) / batch;                             \\
-    if (splits > m) splits = m > 0 ? m : 1;                                                  \\
-    int64_t pieces = batch * splits;                                                         \\
-    _Pragma("omp parallel for schedule(static) if(nt > 1 && pieces > 1)")                     \\
-    for (int64_t p = 0; p < pieces; ++p) {                                                   \\
-        int64_t i = p / splits, s = p % splits;                                              \\
-        int64_t lo = m * s / splits, hi = m * (s + 1) / splits;                              \\
-        if (hi > lo)                                                                         \\
-            gemm(EM_ROW_MAJOR, ta ? EM_TRANS : EM_NO_TRANS, tb ? EM_TRANS : EM_NO_TRANS,     \\
-                 hi - lo, n, k, (T)1, a + i * sa + lo * (ta ? 1 : lda), lda, b + i * sb, ldb,\\
-                 (T)0, c + (i * m + lo) * n, n);                                             \\
-    }                                                                                        \\
-}
-
-EM_GEMM(em_gemm_f32, float, s)
-EM_GEMM(em_gemm_f64, double, d)
+   each piece is one BLAS call (BLAS is single-threaded while a graph runs), or the small-
+   matrix loop above. */
+void em_gemm_{T}(void *fn, int64_t parallel, int64_t batch, int64_t m, int64_t n, int64_t k,
+                 const {T} *a, int64_t sa, int64_t ta, int64_t lda,
+                 const {T} *b, int64_t sb, int64_t tb, int64_t ldb, {T} *c) {{
+    em_{T}_gemm_t gemm = (em_{T}_gemm_t)fn;
+    int nt = parallel ? omp_get_max_threads() : 1;
+    int64_t splits = batch >= nt ? 1 : (nt + batch - 1) / batch;
+    if (splits > m) splits = m > 0 ? m : 1;
+    int64_t pieces = batch * splits;
+    int small = m <= {SD} && n <= {SD} && k <= {SD} && k * n <= {SKN};
+    #pragma omp parallel if(nt > 1 && pieces > 1)
+    {{
+        {T} scratch[small && tb ? k * n : 1];
+        #pragma omp for schedule(static)
+        for (int64_t p = 0; p < pieces; ++p) {{
+            int64_t i = p / splits, s = p % splits;
+            int64_t lo = m * s / splits, hi = m * (s + 1) / splits;
+            const {T} *ai = a + i * sa + lo * (ta ? 1 : lda);
+            if (hi <= lo)
+                continue;
+            if (small)
+                em_small_{T}(hi - lo, n, k, ai, ta, lda, b + i * sb, tb, ldb,
+                             c + (i * m + lo) * n, scratch);
+            else
+                gemm(EM_ROW_MAJOR, ta ? EM_TRANS : EM_NO_TRANS, tb ? EM_TRANS : EM_NO_TRANS,
+                     hi - lo, n, k, ({T})1, ai, lda, b + i * sb, ldb, ({T})0,
+                     c + (i * m + lo) * n, n);
+        }}
+    }}
+}}
 """
+
+
+def _source(int64: bool) -> str:
+    """The drivers' C source for float32 and float64, for this BLAS's integer width."""
+    drivers = [_DRIVER.format(T=t, F=f, SD=SMALL_DIM, SKN=SMALL_KN)
+               for t, f in (("float", "fmaf"), ("double", "fma"))]
+    return f"#define EM_BLASINT {'int64_t' if int64 else 'int32_t'}\n" + _HEADER + \
+        "".join(drivers)
+
 
 _POOL: list = []  # [Pool | None] once probed
 
@@ -90,7 +156,7 @@ class Pool:
     def __init__(self, lib: ctypes.CDLL, fns: dict, set_threads, get_threads):
         self.fns, self._set, self._get = fns, set_threads, get_threads
         self.drivers = {}
-        for dt, name in ((np.float32, "em_gemm_f32"), (np.float64, "em_gemm_f64")):
+        for dt, name in ((np.float32, "em_gemm_float"), (np.float64, "em_gemm_double")):
             f = getattr(lib, name)
             f.argtypes = [ctypes.c_void_p] + [ctypes.c_int64] * 5 + \
                 [ctypes.c_void_p] + [ctypes.c_int64] * 3 + [ctypes.c_void_p] + \
@@ -123,9 +189,8 @@ def _probe() -> Pool | None:
     if found is None or cc is None or "-fopenmp" not in compiler_flags(cc):
         return None
     fns, set_threads, get_threads, int64 = found
-    src = f"#define EM_BLASINT {'int64_t' if int64 else 'int32_t'}\n" + _SOURCE
     try:
-        lib = build(src)
+        lib = build(_source(int64))
     except (CompileError, CompilerUnavailable):
         return None
     return Pool(lib, fns, set_threads, get_threads)
@@ -215,72 +280,68 @@ def _matrix(rs: int, cs: int, rows: int, cols: int) -> tuple[int, int] | None:
     return None
 
 
-def _flat_batch(a: np.ndarray, nb: int) -> int | None:
-    """The element stride between consecutive matrices of ``a``'s first ``nb`` dims seen as
-    one batch dim, or None when they do not collapse to one stride."""
-    shape, st = a.shape[:nb], [s // a.itemsize for s in a.strides[:nb]]
-    dims = [(n, s) for n, s in zip(shape, st) if n != 1]
-    if not dims:
-        return 0
-    for (n0, s0), (n1, s1) in zip(dims, dims[1:]):
-        if s0 != s1 * n1:
+def _batch_stride(shape: tuple, strides: list) -> int | None:
+    """The element stride between consecutive matrices when dims ``shape`` (with element
+    ``strides``) are seen as one batch dim, or None when they do not collapse to one."""
+    inner = prev = None  # the innermost dim's stride; the last (stride, size) seen
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n == 1:
+            continue
+        if prev is None:
+            inner = st
+        elif st != prev[0] * prev[1]:
             return None
-    return dims[-1][1]
+        prev = (st, n)
+    return 0 if inner is None else inner
 
 
-def _operand(a: np.ndarray, nb: int) -> tuple | None:
-    """(batch stride, transposed, leading stride) of ``a`` (batch dims first), or None."""
-    if any(s % a.itemsize or s < 0 for s in a.strides):
+def _layout(a: np.ndarray, batch: tuple) -> tuple | None:
+    """(batch stride, transposed, leading stride) of ``a`` read as ``batch`` + its matrix
+    (missing or size-1 batch dims broadcast), or None when BLAS cannot read it in place."""
+    isz = a.itemsize
+    st = [s // isz for s in a.strides]
+    if any(s < 0 for s in st) or any(s % isz for s in a.strides):
         return None
-    sb = _flat_batch(a, nb)
+    nb = a.ndim - 2
+    lead = len(batch) - nb
+    bst = [0] * lead + [0 if (n == 1 and b != 1) else s
+                        for s, n, b in zip(st[:nb], a.shape[:nb], batch[lead:])]
+    sb = _batch_stride(batch, bst)
     if sb is None:
         return None
-    rows, cols = a.shape[-2:]
-    m = _matrix(a.strides[-2] // a.itemsize, a.strides[-1] // a.itemsize, rows, cols)
+    m = _matrix(st[-2], st[-1], a.shape[-2], a.shape[-1])
     return None if m is None else (sb, *m)
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.matmul(a, b)``, computed by the one-pool drivers when both operands are float32
-    or float64 matrices (batched, broadcast) BLAS can read in place."""
-    p = pool()
-    if p is None or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or \
-            a.dtype not in p.drivers or 0 in a.shape or 0 in b.shape or \
-            a.shape[-1] != b.shape[-2]:
+    or float64 matrices (batched, broadcast) BLAS can read in place; ~5 us of Python a call."""
+    p = _POOL[0] if _POOL else pool()
+    driver = None if p is None else p.drivers.get(a.dtype)
+    if driver is None or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype:
         return np.asarray(np.matmul(a, b))  # vector . vector: numpy's scalar as a 0-d array
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    if b.ndim == 2 and _flat_batch(a, a.ndim - 1) is not None and a.strides[-1] == a.itemsize:
+    (m, k), (k2, n) = a.shape[-2:], b.shape[-2:]
+    if k != k2 or not (m and n and k):
+        return np.matmul(a, b)  # numpy's error or its empty result
+    if b.ndim == 2 and a.ndim > 2 and a.strides[-1] == a.itemsize and \
+            _batch_stride(a.shape[:-1], [s // a.itemsize for s in a.strides[:-1]]) is not None:
         # a stack of row-major matrices times one matrix: one product of all their rows
         out = np.empty(a.shape[:-1] + (n,), a.dtype)
-        _run(p, a.reshape(-1, k), b, out.reshape(-1, n), 0)
-        return out
-    try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        return np.matmul(a, b)  # numpy raises its own error; callers checked shapes already
-    a = np.broadcast_to(a, batch + (m, k))
-    b = np.broadcast_to(b, batch + (k, n))
-    out = np.empty(batch + (m, n), a.dtype)
-    if not _run(p, a, b, out, len(batch)):
-        return np.matmul(a, b)
+        a = a.reshape(-1, k)
+        batch, bshape = 1, ()
+    else:
+        bshape = a.shape[:-2] if a.shape[:-2] == b.shape[:-2] else \
+            np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        out = np.empty(bshape + (m, n), a.dtype)
+        batch = math.prod(bshape)
+    la, lb = _layout(a, bshape), _layout(b, bshape)
+    if la is None:
+        a = np.ascontiguousarray(np.broadcast_to(a, bshape + a.shape[-2:]))
+        la = _layout(a, bshape)
+    if lb is None:
+        b = np.ascontiguousarray(np.broadcast_to(b, bshape + b.shape[-2:]))
+        lb = _layout(b, bshape)
+    m = a.shape[-2]
+    driver(p.fns[a.dtype], batch * m * n * k >= PARALLEL_MIN_FLOPS, batch, m, n, k,
+           a.ctypes.data, *la, b.ctypes.data, *lb, out.ctypes.data)
     return out
-
-
-def _run(p: Pool, a: np.ndarray, b: np.ndarray, out: np.ndarray, nb: int) -> bool:
-    """``out = a @ b`` over ``nb`` batch dims by the driver; False when an operand's layout
-    is not one BLAS reads (the caller falls back)."""
-    oa, ob = _operand(a, nb), _operand(b, nb)
-    if oa is None:
-        a = np.ascontiguousarray(a)
-        oa = _operand(a, nb)
-    if ob is None:
-        b = np.ascontiguousarray(b)
-        ob = _operand(b, nb)
-    if oa is None or ob is None:
-        return False
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    batch = math.prod(a.shape[:nb])
-    parallel = batch * m * n * k >= PARALLEL_MIN_FLOPS
-    p.drivers[a.dtype](p.fns[a.dtype], parallel, batch, m, n, k,
-                       a.ctypes.data, *oa, b.ctypes.data, *ob, out.ctypes.data)
-    return True
