@@ -27,6 +27,7 @@ CASES = {
     "part to matmul": lambda x: x.split(3, dim=-1)[1] @ x.split(3, dim=-1)[2].transpose(1, 2),
     "part as output": lambda x: x.split(3, dim=-1),
     "part reduced over rows": lambda x: x.narrow(2, 3, 5).sum(0),
+    "adjoint": lambda x: (x.adjoint().exp(), x.mT @ x, x.mH.sum(-1)),
 }
 
 
@@ -41,12 +42,12 @@ def test_offset_views_match_eager(name, layout):
     with ember.no_grad():
         close(cf(x), fn(x))
     src = cf._entries[-1].run.wrapper_source
-    for op in ("split", "unbind", "narrow", "select"):
+    for op in ("split", "unbind", "narrow", "select", "adjoint"):
         assert f"# ember.ops.{op}," not in src, op
 
 
 @pytest.mark.parametrize("name", ["split parts", "split then head view", "narrow", "select",
-                                  "part to matmul"])
+                                  "part to matmul", "adjoint"])
 def test_offset_views_backward(name):
     fn = CASES[name]
     x = rand(4, 6, 9).requires_grad_()

@@ -387,6 +387,8 @@ class Fuser:
                 dims[i], dims[j] = dims[j], dims[i]
             elif name == "permute":
                 dims = [_wrap_dim(d, nd) for d in a["dims"]]
+            elif name == "adjoint":
+                dims[-2:] = dims[:-3:-1]
             else:
                 dims = dims[::-1]
             return permute(src, dims)

@@ -28,12 +28,7 @@ from .. import _dtype as D
 # start-up costs more than it saves.
 PARALLEL_MIN_FLOPS = 1 << 18
 
-# A product whose matrices are at most this small (each dim, and k * n) runs in the driver's
-# own loop: OpenBLAS spends ~10 us per call on set-up, more than a 64x32x64 product costs.
-SMALL_DIM, SMALL_KN = 128, 1 << 14
-
 _HEADER = """\
-#include <math.h>
 #include <stdint.h>
 #include <omp.h>
 
@@ -43,84 +38,43 @@ typedef EM_BLASINT blasint;
 #define EM_TRANS 112
 """
 
-# {T}: the C type, {F}: its fused multiply-add (BLAS's kernels contract too)
+# {T}: the C type
 _DRIVER = """
 typedef void (*em_{T}_gemm_t)(int, int, int, blasint, blasint, blasint, {T}, const {T} *,
                               blasint, const {T} *, blasint, {T}, {T} *, blasint);
 
-/* c (m x n, contiguous) = a @ b for small matrices, in tiles of 4 rows x 16 columns held in
-   registers; a transposed b is first copied row-major into ``scratch`` (k x n). */
-static void em_small_{T}(int64_t m, int64_t n, int64_t k, const {T} *a, int64_t ta,
-                         int64_t lda, const {T} *b, int64_t tb, int64_t ldb, {T} *c,
-                         {T} *scratch) {{
-    if (tb) {{
-        for (int64_t p = 0; p < k; ++p)
-            for (int64_t j = 0; j < n; ++j) scratch[p * n + j] = b[j * ldb + p];
-        b = scratch;
-        ldb = n;
-    }}
-    for (int64_t i0 = 0; i0 < m; i0 += 4) {{
-        int64_t mi = m - i0 < 4 ? m - i0 : 4;
-        for (int64_t j0 = 0; j0 < n; j0 += 16) {{
-            int64_t nj = n - j0 < 16 ? n - j0 : 16;
-            {T} acc[4][16] = {{{{0}}}};
-            if (mi == 4 && nj == 16) {{
-                for (int64_t p = 0; p < k; ++p) {{
-                    const {T} *bp = b + p * ldb + j0;
-                    for (int r = 0; r < 4; ++r) {{
-                        const {T} av = ta ? a[p * lda + i0 + r] : a[(i0 + r) * lda + p];
-                        #pragma omp simd
-                        for (int jj = 0; jj < 16; ++jj) acc[r][jj] = {F}(av, bp[jj], acc[r][jj]);
-                    }}
-                }}
-            }} else {{
-                for (int64_t p = 0; p < k; ++p) {{
-                    const {T} *bp = b + p * ldb + j0;
-                    for (int r = 0; r < mi; ++r) {{
-                        const {T} av = ta ? a[p * lda + i0 + r] : a[(i0 + r) * lda + p];
-                        for (int jj = 0; jj < nj; ++jj) acc[r][jj] = {F}(av, bp[jj], acc[r][jj]);
-                    }}
-                }}
-            }}
-            for (int r = 0; r < mi; ++r)
-                for (int jj = 0; jj < nj; ++jj) c[(i0 + r) * n + j0 + jj] = acc[r][jj];
-        }}
-    }}
-}}
-
 /* c[i] = a[i] @ b[i] for i < batch (c contiguous, batch-major). A matrix is (rows, cols) with
-   one unit stride: ``ta`` says it is stored transposed, ``lda`` is its other stride; ``sa``
-   is the stride between matrices of the batch (0: one matrix shared by all). Work is split
-   into one piece per thread: whole matrices when the batch has enough, else blocks of rows;
-   each piece is one BLAS call (BLAS is single-threaded while a graph runs), or the small-
-   matrix loop above. */
-void em_gemm_{T}(void *fn, int64_t parallel, int64_t batch, int64_t m, int64_t n, int64_t k,
-                 const {T} *a, int64_t sa, int64_t ta, int64_t lda,
-                 const {T} *b, int64_t sb, int64_t tb, int64_t ldb, {T} *c) {{
+   one unit stride: ``ta`` says it is stored transposed, ``lda`` is its other stride. The
+   batch is two nested groups of dims (``inner`` matrices in the inner one) with a stride
+   each, ``sa0`` and ``sa1`` (0: shared by the group), so a batch of attention heads viewed
+   in a (B, T, H * D) buffer needs no copy. Work is split into one piece per thread: whole
+   matrices when the batch has enough, else blocks of rows of c, or of its columns when a
+   is transposed (a weight gradient, x^T @ g: a block of rows would read a strided block of
+   a). Each piece is one BLAS call (BLAS is single-threaded while a graph runs). */
+void em_gemm_{T}(void *fn, int64_t parallel, int64_t batch, int64_t inner, int64_t m,
+                 int64_t n, int64_t k, const {T} *a, int64_t sa0, int64_t sa1, int64_t ta,
+                 int64_t lda, const {T} *b, int64_t sb0, int64_t sb1, int64_t tb, int64_t ldb,
+                 {T} *c) {{
     em_{T}_gemm_t gemm = (em_{T}_gemm_t)fn;
     int nt = parallel ? omp_get_max_threads() : 1;
+    int64_t len = ta ? n : m;
     int64_t splits = batch >= nt ? 1 : (nt + batch - 1) / batch;
-    if (splits > m) splits = m > 0 ? m : 1;
+    if (splits > len) splits = len > 0 ? len : 1;
     int64_t pieces = batch * splits;
-    int small = m <= {SD} && n <= {SD} && k <= {SD} && k * n <= {SKN};
-    #pragma omp parallel if(nt > 1 && pieces > 1)
-    {{
-        {T} scratch[small && tb ? k * n : 1];
-        #pragma omp for schedule(static)
-        for (int64_t p = 0; p < pieces; ++p) {{
-            int64_t i = p / splits, s = p % splits;
-            int64_t lo = m * s / splits, hi = m * (s + 1) / splits;
-            const {T} *ai = a + i * sa + lo * (ta ? 1 : lda);
-            if (hi <= lo)
-                continue;
-            if (small)
-                em_small_{T}(hi - lo, n, k, ai, ta, lda, b + i * sb, tb, ldb,
-                             c + (i * m + lo) * n, scratch);
-            else
-                gemm(EM_ROW_MAJOR, ta ? EM_TRANS : EM_NO_TRANS, tb ? EM_TRANS : EM_NO_TRANS,
-                     hi - lo, n, k, ({T})1, ai, lda, b + i * sb, ldb, ({T})0,
-                     c + (i * m + lo) * n, n);
-        }}
+    #pragma omp parallel for schedule(static) if(nt > 1 && pieces > 1)
+    for (int64_t p = 0; p < pieces; ++p) {{
+        int64_t i = p / splits, s = p % splits;
+        int64_t lo = len * s / splits, hi = len * (s + 1) / splits;
+        const {T} *a_i = a + i / inner * sa0 + i % inner * sa1;
+        const {T} *b_i = b + i / inner * sb0 + i % inner * sb1;
+        if (hi <= lo)
+            continue;
+        if (ta)
+            gemm(EM_ROW_MAJOR, EM_TRANS, tb ? EM_TRANS : EM_NO_TRANS, m, hi - lo, k, ({T})1,
+                 a_i, lda, b_i + lo * (tb ? ldb : 1), ldb, ({T})0, c + i * m * n + lo, n);
+        else
+            gemm(EM_ROW_MAJOR, EM_NO_TRANS, tb ? EM_TRANS : EM_NO_TRANS, hi - lo, n, k, ({T})1,
+                 a_i + lo * lda, lda, b_i, ldb, ({T})0, c + (i * m + lo) * n, n);
     }}
 }}
 """
@@ -128,8 +82,7 @@ void em_gemm_{T}(void *fn, int64_t parallel, int64_t batch, int64_t m, int64_t n
 
 def _source(int64: bool) -> str:
     """The drivers' C source for float32 and float64, for this BLAS's integer width."""
-    drivers = [_DRIVER.format(T=t, F=f, SD=SMALL_DIM, SKN=SMALL_KN)
-               for t, f in (("float", "fmaf"), ("double", "fma"))]
+    drivers = [_DRIVER.format(T=t) for t in ("float", "double")]
     return f"#define EM_BLASINT {'int64_t' if int64 else 'int32_t'}\n" + _HEADER + \
         "".join(drivers)
 
@@ -158,9 +111,9 @@ class Pool:
         self.drivers = {}
         for dt, name in ((np.float32, "em_gemm_float"), (np.float64, "em_gemm_double")):
             f = getattr(lib, name)
-            f.argtypes = [ctypes.c_void_p] + [ctypes.c_int64] * 5 + \
-                [ctypes.c_void_p] + [ctypes.c_int64] * 3 + [ctypes.c_void_p] + \
-                [ctypes.c_int64] * 3 + [ctypes.c_void_p]
+            f.argtypes = [ctypes.c_void_p] + [ctypes.c_int64] * 6 + \
+                [ctypes.c_void_p] + [ctypes.c_int64] * 4 + [ctypes.c_void_p] + \
+                [ctypes.c_int64] * 4 + [ctypes.c_void_p]
             f.restype = None
             self.drivers[np.dtype(dt)] = f
 
@@ -295,9 +248,10 @@ def _batch_stride(shape: tuple, strides: list) -> int | None:
     return 0 if inner is None else inner
 
 
-def _layout(a: np.ndarray, batch: tuple) -> tuple | None:
-    """(batch stride, transposed, leading stride) of ``a`` read as ``batch`` + its matrix
-    (missing or size-1 batch dims broadcast), or None when BLAS cannot read it in place."""
+def _layout(a: np.ndarray, batch: tuple, j: int) -> tuple | None:
+    """(outer batch stride, inner batch stride, transposed, leading stride) of ``a`` read as
+    ``batch`` + its matrix, the batch dims grouped as ``batch[:j]`` and ``batch[j:]``
+    (missing or size-1 dims broadcast); None when BLAS cannot read it so in place."""
     isz = a.itemsize
     st = [s // isz for s in a.strides]
     if any(s < 0 for s in st) or any(s % isz for s in a.strides):
@@ -306,11 +260,24 @@ def _layout(a: np.ndarray, batch: tuple) -> tuple | None:
     lead = len(batch) - nb
     bst = [0] * lead + [0 if (n == 1 and b != 1) else s
                         for s, n, b in zip(st[:nb], a.shape[:nb], batch[lead:])]
-    sb = _batch_stride(batch, bst)
-    if sb is None:
-        return None
+    s0, s1 = _batch_stride(batch[:j], bst[:j]), _batch_stride(batch[j:], bst[j:])
     m = _matrix(st[-2], st[-1], a.shape[-2], a.shape[-1])
-    return None if m is None else (sb, *m)
+    return None if s0 is None or s1 is None or m is None else (s0, s1, *m)
+
+
+def _layouts(a: np.ndarray, b: np.ndarray, batch: tuple) -> tuple:
+    """(split, a's layout, b's layout) for the first grouping of the batch dims in two that
+    both operands can be read with, copying an operand when there is none."""
+    for j in range(len(batch) + 1):
+        la, lb = _layout(a, batch, j), _layout(b, batch, j)
+        if la is not None and lb is not None:
+            return j, la, lb, a, b
+    la, lb = _layout(a, batch, 0), _layout(b, batch, 0)
+    if la is None:
+        a = np.ascontiguousarray(np.broadcast_to(a, batch + a.shape[-2:]))
+    if lb is None:
+        b = np.ascontiguousarray(np.broadcast_to(b, batch + b.shape[-2:]))
+    return 0, _layout(a, batch, 0), _layout(b, batch, 0), a, b
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -334,14 +301,9 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         out = np.empty(bshape + (m, n), a.dtype)
         batch = math.prod(bshape)
-    la, lb = _layout(a, bshape), _layout(b, bshape)
-    if la is None:
-        a = np.ascontiguousarray(np.broadcast_to(a, bshape + a.shape[-2:]))
-        la = _layout(a, bshape)
-    if lb is None:
-        b = np.ascontiguousarray(np.broadcast_to(b, bshape + b.shape[-2:]))
-        lb = _layout(b, bshape)
+    j, la, lb, a, b = _layouts(a, b, bshape)
     m = a.shape[-2]
-    driver(p.fns[a.dtype], batch * m * n * k >= PARALLEL_MIN_FLOPS, batch, m, n, k,
-           a.ctypes.data, *la, b.ctypes.data, *lb, out.ctypes.data)
+    driver(p.fns[a.dtype], batch * m * n * k >= PARALLEL_MIN_FLOPS, batch,
+           math.prod(bshape[j:]), m, n, k, a.ctypes.data, *la, b.ctypes.data, *lb,
+           out.ctypes.data)
     return out

@@ -200,7 +200,7 @@ RULES: dict[str, Callable] = {
 
 # views lowered as index arithmetic (the output's element order is row-major of the input's)
 RESHAPES = frozenset(["view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze"])
-PERMUTES = frozenset(["transpose", "permute", "t"])
+PERMUTES = frozenset(["transpose", "permute", "t", "adjoint"])  # adjoint: of a real tensor
 # views at an offset: loads of the source buffer starting further on (fusion.slices)
 SLICES = frozenset(["split", "unbind", "narrow", "select"])
 
