@@ -1,7 +1,8 @@
 """Views at an offset in compiled graphs: split / unbind parts, narrow and select become loads
 of their source buffer starting further on (index arithmetic, no copy), and a reshape may
-split a dim of such a view. Compiled results equal eager ember's forward and backward, the
-ops do not run eagerly, and eager consumers receive numpy views at the right offset."""
+split a dim of such a view; ``cat`` is one kernel writing each input into its slice.
+Compiled results equal eager ember's forward and backward, the ops do not run eagerly, and
+eager consumers receive numpy views at the right offset."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ CASES = {
     "part as output": lambda x: x.split(3, dim=-1),
     "part reduced over rows": lambda x: x.narrow(2, 3, 5).sum(0),
     "adjoint": lambda x: (x.adjoint().exp(), x.mT @ x, x.mH.sum(-1)),
+    "cat of computed": lambda x: ember.cat([x.exp(), x.transpose(0, 1).transpose(0, 1) * 2,
+                                            x[..., :2]], dim=2),
+    "cat dim 0 then op": lambda x: ember.cat([x, x.sin()], 0).cos(),
+    "split then cat": lambda x: ember.cat(list(reversed(x.split(3, dim=-1))), dim=-1) + 1,
+    "cat with empty": lambda x: ember.cat([x[:, :0], x, x.new_zeros(0)], 1),
 }
 
 
@@ -42,12 +48,13 @@ def test_offset_views_match_eager(name, layout):
     with ember.no_grad():
         close(cf(x), fn(x))
     src = cf._entries[-1].run.wrapper_source
-    for op in ("split", "unbind", "narrow", "select", "adjoint"):
+    for op in ("split", "unbind", "narrow", "select", "adjoint", "cat"):
         assert f"# ember.ops.{op}," not in src, op
 
 
 @pytest.mark.parametrize("name", ["split parts", "split then head view", "narrow", "select",
-                                  "part to matmul", "adjoint"])
+                                  "part to matmul", "adjoint", "cat of computed",
+                                  "split then cat"])
 def test_offset_views_backward(name):
     fn = CASES[name]
     x = rand(4, 6, 9).requires_grad_()
@@ -58,6 +65,21 @@ def test_offset_views_backward(name):
     sum(o.square().sum() for o in outs).backward()
     sum(r.square().sum() for r in refs).backward()
     close(x.grad, xe.grad)
+
+
+def test_cat_promotes_and_dynamic_sizes_run_eagerly():
+    x, i = rand(3, 4), ember.arange(12).reshape(3, 4)
+    f = (lambda x, i: ember.cat([x, i, (i > 5)], 0))
+    cf = compile(f)
+    with ember.no_grad():
+        close(cf(x, i), f(x, i))
+    assert "# ember.ops.cat," not in cf._entries[-1].run.wrapper_source
+    g = (lambda x: ember.cat([x, x * 2], 1))
+    cg = compile(g, dynamic=True)
+    for n in (3, 5):
+        x = rand(n, 4)
+        with ember.no_grad():
+            close(cg(x), g(x))
 
 
 def test_attention_heads_read_the_qkv_buffer_in_place():

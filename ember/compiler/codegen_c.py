@@ -12,7 +12,7 @@ import math
 
 from .. import _dtype as D
 from .codegen_rows import COLUMNS, _column_mode, _columns_body, _rows_body
-from .fusion import Kernel, Plan, RowsKernel
+from .fusion import CatKernel, Kernel, Plan, RowsKernel
 from .gemm import library_call, library_operands
 from .lower import Const, Expr, Load, RowRef, contiguous_strides
 from .symbolic import SymInt, wrapper_bindings
@@ -300,7 +300,7 @@ def _loops(dims: list, collapse_ok: bool, parallel: bool, ind: str) -> tuple[lis
     return lines, idx, ind
 
 
-def kernel_source(k: Kernel | RowsKernel, openmp: bool, syms: list | tuple = (),
+def kernel_source(k: Kernel | RowsKernel | CatKernel, openmp: bool, syms: list | tuple = (),
                   omp_min: int = OMP_MIN_ELEMENTS) -> tuple[str, list[str]]:
     """C source of one kernel and the buffer names of its parameters (inputs, then outputs)."""
     bufs: dict = {}
@@ -314,6 +314,10 @@ def kernel_source(k: Kernel | RowsKernel, openmp: bool, syms: list | tuple = (),
     sig += [f"int64_t {s}" for s in syms]  # symbolic sizes (dynamic shapes), by value
     lines = [f"/* {k.kind} kernel {k.name}: {', '.join(str(b.meta) for b in outs)} */",
              f"void {k.name}({', '.join(sig)}) {{"]
+    if isinstance(k, CatKernel):
+        lines += _cat_body(k, params, openmp, omp_min)
+        lines.append("}")
+        return "\n".join(lines), list(bufs) + [b.name for b in outs]
     columns = isinstance(k, RowsKernel) and _column_mode(k)
     if isinstance(k, RowsKernel):
         dims = list(k.outer)
@@ -344,6 +348,25 @@ def kernel_source(k: Kernel | RowsKernel, openmp: bool, syms: list | tuple = (),
         lines.append(f"{ind}}}")
     lines.append("}")
     return "\n".join(lines), list(bufs) + [b.name for b in outs]
+
+
+def _cat_body(k: CatKernel, params: dict, openmp: bool, omp_min: int) -> list[str]:
+    """One loop nest per part, storing into the part's slice of the output."""
+    lines: list[str] = []
+    st = contiguous_strides(k.out.meta.shape)
+    dt = k.out.meta.dtype
+    for e, at in k.parts:
+        loops, idx, ind = _loops(list(e.shape), False, openmp and _numel(e.shape) >= omp_min,
+                                 "    ")
+        body = _Body(params, ind)
+        v = body.emit(e, idx)
+        lin = " + ".join(x for x in (str(at * st[k.dim]) if at else "", _index(idx, st)) if x)
+        lines += loops + body.lines
+        lines.append(f"{ind}{params[k.out.name]}[{lin}] = {store_expr(dt, v)};")
+        for _ in e.shape:
+            ind = ind[:-4]
+            lines.append(f"{ind}}}")
+    return lines
 
 
 def translation_units(plan: Plan, n: int) -> list[list[str]]:

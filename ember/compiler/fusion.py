@@ -63,6 +63,25 @@ class Kernel:
         return [self.expr] + [e for _, e in self.extra]
 
 
+class CatKernel:
+    """One generated C function writing each of ``parts`` (an expression, and where its
+    slice of ``out`` starts along ``dim``) into ``out`` (contiguous): a ``cat`` whose inputs
+    are computed straight into their slices (the transposes of attention's q, k, v gradients
+    in a GPT backward), not stored and then copied."""
+
+    kind = "cat"
+
+    def __init__(self, name: str, parts: list, out: Buffer, dim: int):
+        self.name, self.parts, self.out, self.dim = name, parts, out, dim
+
+    @property
+    def outs(self) -> list[Buffer]:
+        return [self.out]
+
+    def exprs(self) -> list[Expr]:
+        return [e for e, _ in self.parts]
+
+
 # reduction phases with two per-row results, each made in one pass over the row
 PAIRED = {
     "welford": ("mean", "sum of squared deviations (M2)"),
@@ -268,7 +287,7 @@ class Fuser:
         if user.kind != "call":
             return False
         n = user.target.name
-        return n in RULES or n in RESHAPES or n in PERMUTES or n == "expand" or \
+        return n in RULES or n in RESHAPES or n in PERMUTES or n in ("expand", "cat") or \
             n in REDUCTIONS or n in EPILOGUE_BIAS
 
     def settle(self, node: Node, e: Expr) -> Expr:
@@ -361,6 +380,8 @@ class Fuser:
             return self.bias_epilogue(node, a)
         if name in SLICES:
             return self.slices(node, name, a)
+        if name == "cat":
+            return self.cat(node, a)
         if isinstance(node.meta, tuple):  # other multi-output ops (batch norm) run eagerly
             return None
         shape = node.meta.shape
@@ -635,6 +656,36 @@ class Fuser:
                 parts.append(Load(src.buf, st, m.shape, src.offset + start * st[d]))
                 start += m.shape[d]
         return parts if isinstance(node.meta, tuple) else parts[0]
+
+    def cat(self, node: Node, a: dict) -> Expr | None:
+        """``cat``: one kernel computing every input into its slice of the output (static
+        shapes; an input that is not a lowered tensor runs the op eagerly)."""
+        meta = node.meta
+        shape = meta.shape
+        if any(isinstance(n, SymInt) for n in shape) or not shape or a.get("axis") is not None:
+            return None
+        d = _wrap_dim(a.get("dim", 0), len(shape))
+        parts, at = [], 0
+        for t in a["tensors"]:
+            e = self.val.get(id(t)) if isinstance(t, Node) else None
+            if not isinstance(e, Expr) or isinstance(e, Const):
+                return None
+            if tuple(e.shape) == (0,) and len(shape) > 1:
+                continue  # PyTorch's legacy rule: 1-d empty tensors are skipped
+            if len(e.shape) != len(shape) or any(isinstance(n, SymInt) for n in e.shape):
+                return None
+            if e.shape[d]:
+                parts.append((cast(e, meta.dtype), at))
+            at += e.shape[d]
+        if at != shape[d]:
+            return None
+        out = self.new_buffer(meta)
+        k = CatKernel(f"k{len(self.plan.kernels)}_cat", parts, out, d)
+        for e, _ in parts:
+            self._mark_reads(e, set())
+        self.plan.kernels.append(k)
+        self.plan.steps.append(Step("kernel", kernel=k))
+        return self.as_load(out)
 
     def view(self, ld: Load) -> Buffer:
         """A strided view of a buffer (a transposed weight for the library matmul, a broadcast
