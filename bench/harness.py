@@ -14,6 +14,9 @@ import time
 from collections.abc import Callable
 
 
+SETTLE = 0.15  # seconds between columns
+
+
 def _batch_size(fn: Callable[[], object]) -> int:
     """Calls per timed batch (~20 ms, so timer resolution does not matter), after a warm-up
     (first-call caches, allocator)."""
@@ -40,6 +43,10 @@ def median_times(fns: dict, budget: float = 0.4, rounds: int = 5) -> dict:
     samples: dict = {n: [] for n in fns}
     for _ in range(rounds):
         for n, f in fns.items():
+            # the previous column's worker threads (numpy's BLAS busy-waits ~0.1 s after a
+            # call, OpenMP ~1 ms) go idle first, and one untimed call warms the caches
+            time.sleep(SETTLE)
+            f()
             start = time.perf_counter()
             while len(samples[n]) < 1 or time.perf_counter() - start < budget / rounds:
                 samples[n].append(_time_batch(f, sizes[n]))

@@ -52,7 +52,12 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, forea
     with no_grad():
         coef = (float(max_norm) / (total_norm + 1e-6)).clamp(max=1.0)
         for g in grads:
-            g.mul_(coef.to(g.dtype))
+            if g.grad_fn is None and g._data.flags.writeable and g.dtype.is_floating_point:
+                # g.mul_(coef) without its dispatch (a training step clips ~50 gradients)
+                np.multiply(g._data, coef.to(g.dtype)._data, out=g._data)
+                g._bump()
+            else:
+                g.mul_(coef.to(g.dtype))
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
