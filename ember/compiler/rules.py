@@ -393,10 +393,12 @@ def _softmax(kind: str) -> Callable:
 
 
 def _norm(center: bool) -> Callable:
-    """native_layer_norm (y, mean, rstd) / _fused_rms_norm (y, rstd) in one kernel: the
-    statistics in one pass over the row (Welford's mean and M2 for layer norm: as fast as
-    the mean then the centred sum of squares, measured on 4096x1024 float32, and stable for a
-    large mean), then 1 / sqrt(var + eps) and x̂ * w + b in the row pass."""
+    """native_layer_norm (y, mean, rstd) / _fused_rms_norm (y, rstd) in one kernel: the mean
+    (a float64 sum, rounded as the eager mean is), the centred sum of squares in float64,
+    1 / sqrt(var + eps), then x̂ * w + b in the row pass. A row normalised over a few
+    thousand elements stays in cache, so its second pass costs less than Welford's update:
+    measured on 4096x1024 float32, two passes take 0.88 ms and Welford 0.98-1.04 ms
+    (var / std, whose rows may be any length, use Welford)."""
     def build(node, a, rows):
         metas = node.meta
         c = compute_dtype(metas[0].dtype)
@@ -404,9 +406,10 @@ def _norm(center: bool) -> Callable:
             return None
         n = Const(rows.n, D.float64)
         if center:
-            mean, m2 = rows.reduce_pair("welford", cast(rows.x, D.float64), D.float64)
-            mean = cast(mean, c)
-            d = _op("sub", [cast(rows.x, c), mean], c)
+            xc = cast(rows.x, c)
+            mean = cast(_op("div", [rows.reduce("sum", xc, D.float64), n], D.float64), c)
+            d = _op("sub", [xc, mean], c)
+            m2 = rows.reduce("sum", _op("mul", [d, d], c), D.float64)
         else:
             d = cast(rows.x, c)
             m2 = rows.reduce("sum", _op("mul", [d, d], c), D.float64)
