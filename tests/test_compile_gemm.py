@@ -56,9 +56,7 @@ SHAPES = [
 @pytest.mark.parametrize("lb", sorted(LAYOUTS))
 def test_matmul_matches_numpy(dtype, la, lb):
     rng = np.random.default_rng(0)
-    p = gemm.pool()
-    old = p.serial_blas()
-    try:
+    with gemm.pool().serial_blas():
         for sa, sb in SHAPES:
             a, b = (rng.standard_normal(s).astype(dtype) for s in (sa, sb))
             if len(sa) >= 2:
@@ -70,8 +68,6 @@ def test_matmul_matches_numpy(dtype, la, lb):
             assert got.shape == want.shape and got.dtype == want.dtype, (sa, sb)
             tol = 1e-5 if dtype == np.float32 else 1e-12
             np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10, err_msg=str((sa, sb)))
-    finally:
-        p.restore_blas(old)
 
 
 def test_matmul_falls_back_for_other_dtypes():
@@ -187,14 +183,41 @@ def test_matmul_of_head_views_in_place(dtype):
                for i in range(3))
     big = rng.standard_normal((2, 80, 3 * 4 * 160)).astype(dtype)[..., :640]
     bq = big.reshape(2, 80, 4, 160).transpose(0, 2, 1, 3)  # 160 > SMALL_DIM: BLAS calls
-    p = gemm.pool()
-    old = p.serial_blas()
-    try:
+    with gemm.pool().serial_blas():
         for x, y in ((q, k.swapaxes(-1, -2)), (q @ k.swapaxes(-1, -2), v),
                      (q.swapaxes(-1, -2), v), (bq, bq.swapaxes(-1, -2)), (bq.swapaxes(-1, -2), bq)):
             j, la, lb, *_ = gemm._layouts(x, y, x.shape[:-2])
             assert la is not None and lb is not None
             tol = 1e-5 if dtype == np.float32 else 1e-12
             np.testing.assert_allclose(gemm.matmul(x, y), np.matmul(x, y), rtol=tol, atol=tol)
-    finally:
-        p.restore_blas(old)
+
+
+def test_blas_thread_count_restored_after_nested_and_concurrent_graphs():
+    import threading
+    p = gemm.pool()
+    before = p._get()
+    with p.serial_blas():
+        assert p._get() == 1
+        with p.serial_blas():
+            assert p._get() == 1
+        assert p._get() == 1  # the outer graph still runs
+    assert p._get() == before
+    w = rand(64, 64, seed=3)
+    cf = compile(lambda x: (x @ w).relu())
+    xs = [rand(128, 64, seed=s) for s in range(4)]
+    with ember.no_grad():
+        cf(xs[0])
+        errors = []
+
+        def run(x):
+            try:
+                for _ in range(20):
+                    close(cf(x), (x @ w).relu())
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+        threads = [threading.Thread(target=run, args=(x,)) for x in xs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors and p._get() == before

@@ -17,8 +17,10 @@ numpy's BLAS itself (``calls_numpy_blas``); otherwise it keeps numpy's matmul an
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
+import threading
 
 import numpy as np
 
@@ -108,6 +110,8 @@ class Pool:
 
     def __init__(self, lib: ctypes.CDLL, fns: dict, set_threads, get_threads):
         self.fns, self._set, self._get = fns, set_threads, get_threads
+        self._lock = threading.Lock()
+        self._inside, self._restore = 0, 0  # graphs running now; numpy's thread count
         self.drivers = {}
         for dt, name in ((np.float32, "em_gemm_float"), (np.float64, "em_gemm_double")):
             f = getattr(lib, name)
@@ -117,14 +121,22 @@ class Pool:
             f.restype = None
             self.drivers[np.dtype(dt)] = f
 
-    def serial_blas(self) -> int:
-        """Set numpy's BLAS to one thread; returns the count to restore (0.5 us a pair)."""
-        old = self._get()
-        self._set(1)
-        return old
-
-    def restore_blas(self, old: int) -> None:
-        self._set(old)
+    @contextlib.contextmanager
+    def serial_blas(self):
+        """numpy's BLAS on one thread while the body runs (~1 us). Counted, so graphs run
+        from several Python threads at once restore the count only when the last ends."""
+        with self._lock:
+            if not self._inside:
+                self._restore = self._get()
+                self._set(1)
+            self._inside += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._inside -= 1
+                if not self._inside:
+                    self._set(self._restore)
 
 
 def pool() -> Pool | None:

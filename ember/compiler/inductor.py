@@ -100,11 +100,8 @@ class CompiledGraph:
     def __call__(self, *flat_inputs) -> tuple:
         if self.pool is None:
             return self._call(flat_inputs)
-        old = self.pool.serial_blas()
-        try:
+        with self.pool.serial_blas():
             return self._call(flat_inputs)
-        finally:
-            self.pool.restore_blas(old)
 
 
 def _one_pool(plan, wanted: bool) -> tuple[bool, gemm.Pool | None]:
