@@ -737,3 +737,42 @@ def test_composite_tensor_arguments_like_torch(name):
                 f"{name} argument {k} = {bad!r}: ember raised {got}: {ee.value}; torch raised "
                 f"{type(te).__name__}: {te}")
         assert refused, f"{name}: torch takes a number and a list as tensor argument {k}"
+
+
+# Writing an element-wise (or scan) result into memory an input partly covers: PyTorch refuses
+# unless the input is the very same view; reductions and matmul do not check. Each case runs in
+# both libraries on the same arange; errors must agree, and results where they are defined
+# (PyTorch's value for an overlapping reduction or matmul is an artifact of its loop order:
+# both libraries only have to accept those calls).
+UNDEFINED = {"sum out into input", "matmul out overlapping"}
+OVERLAP = {
+    "add_ self": lambda m: (lambda x: x.add_(x))(m.arange(6.).reshape(2, 3)),
+    "add_ same view": lambda m: (lambda x: x.add_(x.view(2, 3)))(m.arange(6.).reshape(2, 3)),
+    "add_ own row": lambda m: (lambda x: x.add_(x[0]))(m.arange(6.).reshape(2, 3)),
+    "add_ own transpose": lambda m: (lambda y: y.add_(y.t()))(m.arange(4.).reshape(2, 2)),
+    "interleaved halves": lambda m: (lambda z: z[::2].add_(z[1::2]))(m.arange(6.)),
+    "mul out shifted": lambda m: (lambda z: m.mul(z[1:], 3, out=z[:-1]))(m.arange(6.)),
+    "exp out same": lambda m: (lambda z: m.exp(z, out=z))(m.arange(6.)),
+    "clamp out shifted": lambda m: (lambda z: m.clamp(z[1:], 0, 3, out=z[:-1]))(m.arange(6.)),
+    "copy_ disjoint": lambda m: (lambda z: z[:3].copy_(z[3:]))(m.arange(6.)),
+    "copy_ shifted": lambda m: (lambda z: z[1:].copy_(z[:-1]))(m.arange(6.)),
+    "cumsum out shifted": lambda m: (lambda z: m.cumsum(z[1:], 0, out=z[:-1]))(m.arange(6.)),
+    "cumsum_ self": lambda m: (lambda z: z.cumsum_(0))(m.arange(6.)),
+    "sum out into input": lambda m: (lambda z: m.sum(z.reshape(2, 3), 0, out=z[:3]))(
+        m.arange(6.)),
+    "matmul out overlapping": lambda m: (lambda z: m.matmul(
+        z[:4].reshape(2, 2), z[:4].reshape(2, 2), out=z[2:6].reshape(2, 2)))(m.arange(6.)),
+}
+
+
+@pytest.mark.parametrize("name", list(OVERLAP))
+def test_partial_overlap_of_output_and_input_like_torch(name):
+    def run(m):
+        try:
+            return OVERLAP[name](m), None
+        except RuntimeError as e:
+            return None, str(e)
+    (te, terr), (ee, eerr) = run(torch), run(ember)
+    assert terr == eerr
+    if terr is None and name not in UNDEFINED:
+        np.testing.assert_allclose(ee.numpy(), te.numpy(), rtol=1e-6)

@@ -274,6 +274,8 @@ class OpDef:
                     raise TypeError(f"{self.name}() got an unexpected keyword argument 'out'")
                 out = kwargs.pop("out")
                 if out is not None:
+                    if isinstance(out, Tensor):
+                        check_partial_overlap(self, out._data, (*args, *kwargs.values()))
                     if self.out_dtype is not None and isinstance(out, Tensor):
                         self._dtype_from_out(out, kwargs)
                     try:
@@ -535,6 +537,31 @@ def write_out(op: OpDef, out, result, _checked: bool | None = None):
     return out
 
 
+# ops whose in-place and out= forms refuse an output that partly overlaps an input (PyTorch's
+# element-wise iterator and scans check it; reductions and matmul do not)
+_OVERLAP_TAGS = frozenset(("pointwise", "scan"))
+
+
+def check_partial_overlap(op: OpDef, target: np.ndarray, inputs) -> None:
+    """PyTorch refuses to write an element-wise result into memory that an input also
+    covers, unless that input is the very same view (``x.add_(x)``)."""
+    if op.name != "copy" and op.tags.isdisjoint(_OVERLAP_TAGS):
+        return
+    for t in inputs:
+        if not isinstance(t, Tensor):
+            continue
+        a = t._data
+        if a is target or not np.may_share_memory(a, target):
+            continue
+        if a.shape == target.shape and a.strides == target.strides and \
+                a.__array_interface__["data"][0] == target.__array_interface__["data"][0]:
+            continue
+        if np.shares_memory(a, target):
+            raise RuntimeError("unsupported operation: some elements of the input tensor and the "
+                               "written-to tensor refer to a single memory location. Please "
+                               "clone() the tensor before performing the operation.")
+
+
 def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
     """``x.<op>_(...)``: run the op out of place, then write the result into ``x``."""
     if not isinstance(self, Tensor):
@@ -544,6 +571,7 @@ def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
         return hook(op, (self,) + tuple(args), kwargs, "inplace")
     if _grad_state.enabled:
         engine.check_inplace(self)
+    check_partial_overlap(op, self._data, (*args, *kwargs.values()))
     try:
         result = op(self, *args, **kwargs)
     except TypeError as e:
