@@ -776,3 +776,15 @@ def test_partial_overlap_of_output_and_input_like_torch(name):
     assert terr == eerr
     if terr is None and name not in UNDEFINED:
         np.testing.assert_allclose(ee.numpy(), te.numpy(), rtol=1e-6)
+
+
+def test_fill_and_zero_write_through_expanded_views_like_torch():
+    """fill_ / zero_ write one value everywhere, so PyTorch allows them on an expanded view
+    (other in-place ops there raise, tested above)."""
+    for m in (torch, ember):
+        x = m.zeros(2, 3)
+        x[0].expand(4, 3).fill_(2.0)
+        x[:, 1:2].expand(2, 5).zero_()
+        assert x.tolist() == [[2.0, 0.0, 2.0], [0.0, 0.0, 0.0]], m.__name__
+        with pytest.raises(RuntimeError, match="more than one element of the written-to"):
+            m.zeros(3).expand(2, 3).add_(1)

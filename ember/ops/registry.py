@@ -624,9 +624,14 @@ def write_inplace(self: Tensor, result: Tensor, name: str) -> Tensor:
         raise RuntimeError(f"{name}(): output with shape {list(self._data.shape)} doesn't match "
                            f"the broadcast shape {list(result._data.shape)}")
     if not self._data.flags.writeable:  # an expanded view: several elements share memory
-        raise RuntimeError(f"{name}(): unsupported operation: more than one element of the "
-                           "written-to tensor refers to a single memory location. Please clone()"
-                           " the tensor before performing the operation.")
+        alias = _writeable_alias(self._data) if name == "fill_" else None
+        if alias is None:  # (fill_ writes one value everywhere, which PyTorch allows)
+            raise RuntimeError(f"{name}(): unsupported operation: more than one element of the "
+                               "written-to tensor refers to a single memory location. Please "
+                               "clone() the tensor before performing the operation.")
+        np.copyto(alias, result._data, casting="unsafe")
+        self._bump()
+        return self
     tracked = _grad_state.enabled and (result.grad_fn is not None or self.grad_fn is not None)
     if tracked and result.grad_fn is not None:
         engine.snapshot_saved(result.grad_fn, self)
@@ -635,6 +640,18 @@ def write_inplace(self: Tensor, result: Tensor, name: str) -> Tensor:
     if tracked:
         engine.rebase_history(self, result)
     return self
+
+
+def _writeable_alias(a: np.ndarray) -> np.ndarray | None:
+    """A writeable array over ``a``'s memory (``a`` a read-only broadcast view), found through
+    its base arrays; None when no base owns writeable contiguous memory."""
+    root = a
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if not root.flags.writeable or not root.flags.c_contiguous:
+        return None
+    offset = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    return np.ndarray(a.shape, a.dtype, root, offset, a.strides)
 
 
 def translate_error(op: OpDef, e: Exception, args, kwargs) -> Exception:
