@@ -8,7 +8,7 @@ import functools
 from .._tensor import Tensor
 from .arguments import composite_method_error
 from .fast_methods import fast_binary_method, fast_unary_method
-from .registry import ALIASES, OPS, call_inplace, method_arg_error
+from .registry import ALIASES, OPS, call_as_method, call_inplace, method_arg_error
 
 # Tensor methods whose Python signature differs from the function's (varargs sizes, ...):
 # families register them here with ``tensor_method``.
@@ -46,13 +46,7 @@ def _method(d):
         return _named(fast_binary_method(d), d)
 
     def method(self, *args, **kwargs):
-        try:
-            return d(self, *args, **kwargs)
-        except TypeError as e:  # a method's argument positions do not count self
-            renumbered = method_arg_error(e, d)
-            if renumbered is None:
-                raise
-            raise renumbered from None
+        return call_as_method(d, self, args, kwargs)
     return _named(method, d)
 
 

@@ -11,7 +11,8 @@ from .. import _dtype as D
 from .._tensor import Tensor
 from ..autograd import engine
 from ..autograd.grad_mode import state as _grad_state
-from .registry import _KERNEL_ERRORS, _NP_FROM, TRACE, OpDef, method_arg_error, translate_error
+from .registry import (_KERNEL_ERRORS, _NP_FROM, TRACE, OpDef, call_as_method, method_arg_error,
+                       translate_error)
 
 _new = object.__new__
 
@@ -136,11 +137,5 @@ def fast_binary_method(op: OpDef, operator: bool = False) -> Callable:
         if len(args) == 1 and not kwargs and TRACE[0] is None and isinstance(self, Tensor) and \
                 (isinstance(args[0], Tensor) or type(args[0]) in numbers):
             return binary(self, args[0])  # takes its fast path (never the operator fallback)
-        try:
-            return op(self, *args, **kwargs)
-        except TypeError as e:  # a method's argument positions do not count self
-            renumbered = method_arg_error(e, op)
-            if renumbered is None:
-                raise
-            raise renumbered from None
+        return call_as_method(op, self, args, kwargs)
     return method

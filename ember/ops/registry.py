@@ -92,6 +92,18 @@ def method_arg_error(e: TypeError, op: OpDef, name: str = "") -> TypeError | Non
     return TypeError(_arg_message(op, index, keyword, what, name or op.name, index))
 
 
+def call_as_method(op: OpDef, self, args: tuple, kwargs: dict, name: str = ""):
+    """``op(self, *args, **kwargs)`` called as the Tensor method ``name``: the positions in
+    its argument TypeErrors do not count ``self``, as PyTorch's methods do not."""
+    try:
+        return op(self, *args, **kwargs)
+    except TypeError as e:
+        renumbered = method_arg_error(e, op, name)
+        if renumbered is None:
+            raise
+        raise renumbered from None
+
+
 def _arg_message(op, index, keyword, what, name, position) -> str:
     where = "" if keyword else f" (position {position})"
     return f"{name}(): argument '{op.params[index]}'{where} must be {what}"
@@ -573,12 +585,7 @@ def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
         engine.check_inplace(self)
     check_partial_overlap(op, self._data, (*args, *kwargs.values()))
     try:
-        result = op(self, *args, **kwargs)
-    except TypeError as e:
-        renumbered = method_arg_error(e, op, op.name + "_")  # x.op_(...) numbers as a method
-        if renumbered is None:
-            raise
-        raise renumbered from None
+        result = call_as_method(op, self, args, kwargs, op.name + "_")
     except NotImplementedError as e:
         raise_if_uncastable(op, self, (self,) + tuple(args), kwargs, e)  # PyTorch checks first
         raise
