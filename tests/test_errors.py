@@ -788,3 +788,27 @@ def test_fill_and_zero_write_through_expanded_views_like_torch():
         assert x.tolist() == [[2.0, 0.0, 2.0], [0.0, 0.0, 0.0]], m.__name__
         with pytest.raises(RuntimeError, match="more than one element of the written-to"):
             m.zeros(3).expand(2, 3).add_(1)
+
+
+# An operator whose other operand is not a Tensor or number gives Python's own message (the op
+# returns NotImplemented, as torch's do); the method and function forms name the argument.
+OPERAND_CASES = {
+    "x + str": lambda m, x: x + "a",
+    "str + x": lambda m, x: "a" + x,
+    "x - list": lambda m, x: x - [1.0],
+    "x @ int": lambda m, x: x @ 2,
+    "int @ x": lambda m, x: 2 @ x,
+    "x.add(str)": lambda m, x: x.add("a"),
+    "add(x, str)": lambda m, x: m.add(x, "a"),
+    "x.sub_(str)": lambda m, x: x.sub_("a"),
+    "x.mul(None)": lambda m, x: x.mul(None),
+}
+
+
+@pytest.mark.parametrize("name", list(OPERAND_CASES))
+def test_operator_with_a_foreign_operand_like_torch(name):
+    def run(m):
+        with pytest.raises(TypeError) as e:
+            OPERAND_CASES[name](m, m.ones(2, 2))
+        return str(e.value)
+    assert run(ember) == run(torch)

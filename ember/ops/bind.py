@@ -8,7 +8,7 @@ import functools
 from .._tensor import Tensor
 from .arguments import composite_method_error
 from .fast_methods import fast_binary_method, fast_unary_method
-from .registry import ALIASES, OPS, call_as_method, call_inplace, method_arg_error
+from .registry import ALIASES, OPS, call_as_method, call_as_operator, call_inplace
 
 # Tensor methods whose Python signature differs from the function's (varargs sizes, ...):
 # families register them here with ``tensor_method``.
@@ -64,13 +64,8 @@ def _inplace(d):
 
 
 def _swap(d):
-    def method(self, other):
-        try:
-            return d(other, self)
-        except TypeError as e:  # `2 @ x`: Python reports the unsupported operand types
-            if method_arg_error(e, d) is None:
-                raise
-            return NotImplemented
+    def method(self, other):  # `2 @ x`: NotImplemented lets Python report the operand types
+        return call_as_operator(d, other, self)
     return method
 
 
@@ -88,12 +83,7 @@ def _binary(d):
         return fast_binary_method(d, operator=True)
 
     def method(self, other):
-        try:
-            return d(self, other)
-        except TypeError as e:  # `x @ 2`: let Python try the reflected operator
-            if method_arg_error(e, d) is None:
-                raise
-            return NotImplemented
+        return call_as_operator(d, self, other)
     return method
 
 

@@ -11,8 +11,8 @@ from .. import _dtype as D
 from .._tensor import Tensor
 from ..autograd import engine
 from ..autograd.grad_mode import state as _grad_state
-from .registry import (_KERNEL_ERRORS, _NP_FROM, TRACE, OpDef, call_as_method, method_arg_error,
-                       translate_error)
+from .registry import (_KERNEL_ERRORS, _NP_FROM, TRACE, OpDef, call_as_method,
+                       call_as_operator, translate_error)
 
 _new = object.__new__
 
@@ -123,12 +123,7 @@ def fast_binary_method(op: OpDef, operator: bool = False) -> Callable:
                             engine.record(op, (self, other), {}, inputs, out)
                             break
                 return out
-        try:
-            return op(self, other)
-        except TypeError as e:  # `x @ 2`: let Python try the reflected operator
-            if method_arg_error(e, op) is None:
-                raise
-            return NotImplemented
+        return call_as_operator(op, self, other)
 
     if operator:
         return binary

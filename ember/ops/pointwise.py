@@ -18,7 +18,7 @@ import numpy as np
 from .. import _dtype as D
 from ..backends import special
 from .bind import tensor_method
-from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, alias_all, op
+from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, OPS, alias_all, arg_type_error, op
 
 
 POINTWISE = ("pointwise",)
@@ -59,6 +59,9 @@ def _operand_dtype(v, name, opname, tensor_only, pos):
     if isinstance(getattr(v, "dtype", None), D.dtype):  # a metadata stand-in (run_meta)
         return v.dtype, len(v.shape) > 0
     if name in tensor_only or not isinstance(v, _SCALARS):
+        d = OPS.get(opname)
+        if d is not None and d.params[pos] == name:  # tagged: `x + "a"` lets Python answer
+            raise arg_type_error(d, pos, False, f"Tensor, not {type(v).__name__}")
         raise TypeError(f"{opname}(): argument '{name}' (position {pos + 1}) must be Tensor, "
                         f"not {type(v).__name__}")
     return D.scalar_dtype(v), None
@@ -117,6 +120,9 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
         last = max(ppos) if ppos else -1
         rest = ppos[1:]
         fixed = None if callable(promote) else promote
+        # promoted operands without a default may not be None (``x.mul(None)``)
+        required = [(j, n) for j, (n, p) in enumerate(zip(pnames, (params[i] for i in ppos)))
+                    if p.default is p.empty]
 
         @functools.wraps(fn)
         def impl(xp, *args, **kwargs):
@@ -141,6 +147,9 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
                             return res if res.dtype == dt0 else res.astype(dt0)
             args = list(args)
             raw = [args[i] if i < len(args) else None for i in ppos]
+            for j, n in required:
+                if raw[j] is None and not (n in kwargs and kwargs[n] is not None):
+                    _operand_dtype(None, n, opname, (n,), ppos[j])  # raises the TypeError
             k = promote(kwargs) if callable(promote) else promote
             if k is None or all(v is None for v in raw):
                 return fn(xp, *args, **kwargs)

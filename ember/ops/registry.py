@@ -104,6 +104,17 @@ def call_as_method(op: OpDef, self, args: tuple, kwargs: dict, name: str = ""):
         raise renumbered from None
 
 
+def call_as_operator(op: OpDef, self, other):
+    """``self <operator> other``: an argument TypeError of the op itself (``x @ 2``) becomes
+    NotImplemented, so Python tries the reflected operator."""
+    try:
+        return op(self, other)
+    except TypeError as e:
+        if method_arg_error(e, op) is None:
+            raise
+        return NotImplemented
+
+
 def _arg_message(op, index, keyword, what, name, position) -> str:
     where = "" if keyword else f" (position {position})"
     return f"{name}(): argument '{op.params[index]}'{where} must be {what}"
