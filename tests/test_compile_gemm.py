@@ -221,3 +221,35 @@ def test_blas_thread_count_restored_after_nested_and_concurrent_graphs():
         for t in threads:
             t.join()
     assert not errors and p._get() == before
+
+
+_THREADS_CHILD = """
+import ctypes, ember
+f = ember.compile(lambda x: (x * 2).exp())
+x = ember.randn(512, 512)
+r = f(x)
+gomp = next(ln.split()[-1] for ln in open("/proc/self/maps") if "libgomp" in ln)
+get = ctypes.CDLL(gomp).omp_get_max_threads
+seen = [get()]
+ember.set_num_threads(1)
+seen.append(get())
+assert ember.equal(f(x), r)
+print(*seen)
+"""
+
+
+@pytest.mark.parametrize("env, want", [({}, None), ({"EMBER_NUM_THREADS": "1"}, 1)])
+def test_set_num_threads_reaches_generated_kernels(tmp_path, env, want):
+    """ember.set_num_threads (or $EMBER_NUM_THREADS before the first kernel) sets the OpenMP
+    team of generated kernels; without either, OpenMP's own count stands."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    full = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path), PYTHONPATH=root, **env)
+    full.pop("OMP_NUM_THREADS", None)
+    r = subprocess.run([sys.executable, "-c", _THREADS_CHILD], env=full, capture_output=True,
+                       text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    first, after = map(int, r.stdout.split())
+    assert first == (want or len(os.sched_getaffinity(0))) and after == 1

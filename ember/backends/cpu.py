@@ -53,14 +53,41 @@ def num_threads() -> int:
 
 
 def set_num_threads(n: int) -> None:
-    """``set_num_threads(int)``: the number of threads ember's kernels use."""
+    """``set_num_threads(int)``: the number of threads ember's kernels use (numpy kernels
+    split into row blocks, and the OpenMP regions of generated kernels)."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise RuntimeError(f"set_num_threads expects an int, but got {type(n).__name__}")
     if n <= 0:
         raise RuntimeError("set_num_threads expects a positive integer")
     _THREADS[:] = [n]
+    _EXPLICIT[:] = [True]
     if _POOL:  # the next parallel kernel starts a pool of the new size
         _POOL.pop().shutdown(wait=False)
+    for set_omp in _OPENMP:
+        set_omp(n)
+
+
+# The OpenMP runtime the generated kernels run on (omp_set_num_threads), once one is loaded.
+# Only a count the user chose (set_num_threads, $EMBER_NUM_THREADS) is passed on: otherwise
+# OpenMP's own (OMP_NUM_THREADS, or one per CPU) stands. It is the calling thread's setting,
+# and a process that imported torch shares torch's runtime, as torch.set_num_threads does.
+_OPENMP: list = []
+_EXPLICIT: list = [bool(os.environ.get("EMBER_NUM_THREADS"))]
+
+
+def register_openmp(lib) -> None:
+    """Called with each kernel library loaded: the first that links OpenMP gives its
+    ``omp_set_num_threads``, which then follows ``set_num_threads``."""
+    if _OPENMP:
+        return
+    try:
+        fn = lib.omp_set_num_threads
+    except AttributeError:  # built without OpenMP
+        return
+    fn.argtypes, fn.restype = [ctypes.c_int], None
+    _OPENMP.append(fn)
+    if _EXPLICIT[0]:
+        fn(num_threads())
 
 
 def _pool():

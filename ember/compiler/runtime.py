@@ -131,7 +131,7 @@ def build_many(sources: list[str], openmp: bool = True) -> list[ctypes.CDLL]:
             if proc.returncode != 0:
                 errors.append(err)
                 continue
-            libs[i] = ctypes.CDLL(cache.store(key, out))
+            libs[i] = _load(cache.store(key, out))
             cache.STATS["builds"] += 1
     finally:
         for _, _, proc, out, tmp in jobs:
@@ -146,13 +146,20 @@ def build_many(sources: list[str], openmp: bool = True) -> list[ctypes.CDLL]:
     return libs
 
 
+def _load(path: str) -> ctypes.CDLL:
+    from ..backends import cpu
+    lib = ctypes.CDLL(path)
+    cpu.register_openmp(lib)  # set_num_threads reaches the kernels' OpenMP runtime
+    return lib
+
+
 def _cached(key: str) -> ctypes.CDLL | None:
     """The cached object for ``key``, loaded; None when absent or damaged (then removed)."""
     path = cache.lookup(key)
     if path is None:
         return None
     try:
-        lib = ctypes.CDLL(path)
+        lib = _load(path)
     except OSError:  # damaged although the checksum matched: rebuild
         cache.discard(key)
         cache.STATS["rebuilds"] += 1
