@@ -1,4 +1,5 @@
-"""``python -m bench [suite ...]``: run the benchmark suites (all by default)."""
+"""``python -m bench [suite ...]``: run the benchmark suites (all by default);
+``python -m bench profile [steps]``: where a compiled GPT training step spends its time."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ SUITES = ["ops", "train", "compile", "compile_train"]
 
 def main(argv=None) -> None:
     names = (argv if argv is not None else sys.argv[1:]) or SUITES
+    if names[0] == "profile":
+        importlib.import_module("bench.profile").main(names[1:])
+        return
     for name in names:
         if name not in SUITES:
             raise SystemExit(f"unknown suite {name!r}; choose from {', '.join(SUITES)}")
