@@ -672,3 +672,62 @@ def test_special_functions_float32(name):
     assert_same(e, t, rtol=2e-6, atol=1e-6 if name != "digamma" else 1e-4)
 
 
+
+
+# ---------------------------------------------------------------------- in place, in memory
+# x.add_(y, alpha=a), x.sub_(...), x.mul_(...) on float tensors compute straight into x's
+# memory (binary._into): the values must be the out-of-place op's bit for bit (and torch's
+# within rounding: torch fuses x + a * y), whatever the layout, and every other call (ints,
+# promotion, autograd) keeps the general path.
+INPLACE_MEMORY = {
+    "add_ alpha": ("add", lambda y, b: (y,), {"alpha": -0.37}),
+    "sub_ alpha": ("sub", lambda y, b: (y,), {"alpha": 3}),
+    "add_": ("add", lambda y, b: (y,), {}),
+    "mul_": ("mul", lambda y, b: (y,), {}),
+    "add_ row": ("add", lambda y, b: (b,), {}),
+    "mul_ row": ("mul", lambda y, b: (b,), {}),
+    "add_ number": ("add", lambda y, b: (1.25,), {}),
+    "sub_ int": ("sub", lambda y, b: (2,), {}),
+    "mul_ number": ("mul", lambda y, b: (0.999,), {}),
+}
+
+
+@pytest.mark.parametrize("name", list(INPLACE_MEMORY))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "large"])
+def test_inplace_binary_in_memory(name, dtype, layout):
+    op, args, kw = INPLACE_MEMORY[name]
+    shape = (1100, 1000) if layout == "large" else (40, 30)  # large: per-thread slices
+    rng = np.random.default_rng(0)
+    xs, ys = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+    bs = rng.standard_normal(shape[1:]).astype(dtype)
+    got = {}
+    for m in (ember, torch):
+        x, y, b = (m.tensor(a.copy()) for a in (xs, ys, bs))
+        if layout == "transposed":
+            x, y = (t.t().contiguous().t() for t in (x, y))
+        with m.no_grad():
+            want = getattr(m, op)(x, *args(y, b), **kw)  # out of place
+            v = x._version
+            assert getattr(x, op + "_")(*args(y, b), **kw) is x and x._version == v + 1
+        got[m.__name__] = (x, want)
+    x, want = got["ember"]
+    np.testing.assert_array_equal(x.numpy(), want.numpy())
+    np.testing.assert_allclose(x.numpy(), got["torch"][0].numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_inplace_binary_general_path_still_applies():
+    x = ember.ones(3, requires_grad=True)
+    y = x * 2
+    y.add_(x, alpha=3)  # autograd records it
+    y.sum().backward()
+    assert x.grad.tolist() == [5.0, 5.0, 5.0]
+    i = ember.arange(3)
+    i.add_(ember.arange(3), alpha=2)  # integers
+    assert i.tolist() == [0, 3, 6]
+    f = ember.ones(3)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        f.add_(ember.ones(3, dtype=ember.float64) + 0j)
+    h = ember.ones(2, 3)
+    with pytest.raises(RuntimeError):
+        h.add_(ember.ones(4, 2, 3))  # would broadcast beyond h

@@ -139,6 +139,28 @@ def parallel_ufunc(ufunc):
     return f
 
 
+def parallel_ufunc_into(ufunc, a, b, scale=None) -> None:
+    """``ufunc(a, b * scale, out=a)`` (``b`` alone without ``scale``), in per-thread slices when
+    ``a`` and ``b`` are large C-contiguous arrays of one shape (``b`` may also broadcast, or
+    be a scalar: then in one call)."""
+    import numpy as np
+
+    def run(a, b):
+        ufunc(a, b if scale is None else b * scale, out=a)
+
+    n = num_threads()
+    if n <= 1 or a.size < 4 * PARALLEL_MIN or not isinstance(b, np.ndarray) or \
+            b.shape != a.shape or not (a.flags.c_contiguous and b.flags.c_contiguous):
+        run(a, b)
+        return
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    bounds = [a.size * i // n for i in range(n + 1)]
+    parts = [_pool().submit(run, fa[lo:hi], fb[lo:hi])
+             for lo, hi in zip(bounds[:-1], bounds[1:])]
+    for p in parts:
+        p.result()
+
+
 def parallel_sum(a, dtype=None):
     """The sum of every element of a large contiguous array, from per-thread partial sums."""
     flat = a.reshape(-1)

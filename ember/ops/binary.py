@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import _dtype as D
-from ..backends.cpu import parallel_ufunc
+from ..backends.cpu import parallel_ufunc, parallel_ufunc_into
 from .bind import tensor_method
 from .pointwise import kind, promoted_op as binop, to_compute, type_name
 from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, alias_all, op
@@ -158,6 +158,45 @@ def div(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, rounding_mode=Non
     if rounding_mode is None:
         return xp.true_divide(input, other)
     return _rounded_division(xp, input, other, rounding_mode, "div")
+
+
+def _into(ufunc, scaled: bool):
+    """``x.<op>_(other[, alpha=a])`` computed straight into x's memory: float x, ``other`` a
+    tensor of x's dtype broadcasting to x's shape (or a Python number, without alpha). The
+    values are those of the out-of-place kernel (``other * alpha`` rounded to x's dtype, then
+    the ufunc), without its result array and the copy into x: a third of the memory traffic
+    of an optimizer's ``p.add_(d, alpha=-lr)``. Returns False for any other call (the general
+    path decides)."""
+    def run(self, args: tuple, kwargs: dict) -> bool:
+        a = self._data
+        if len(args) != 1 or (kwargs and (not scaled or set(kwargs) != {"alpha"})) or \
+                a.dtype not in (np.float32, np.float64) or not a.flags.writeable:
+            return False
+        other, alpha = args[0], kwargs.get("alpha", 1)
+        if type(alpha) not in (int, float):
+            return False
+        if type(other) in (int, float):
+            if alpha != 1:
+                return False
+            b = to_compute(other, a.dtype)
+        elif getattr(other, "_dtype", None) is self._dtype:
+            b = other._data
+            if b.shape != a.shape:
+                try:
+                    if np.broadcast_shapes(a.shape, b.shape) != a.shape:
+                        return False
+                except ValueError:
+                    return False
+        else:
+            return False
+        parallel_ufunc_into(ufunc, a, b, None if alpha == 1 else to_compute(alpha, a.dtype))
+        return True
+    return run
+
+
+add.inplace_into = _into(np.add, scaled=True)
+sub.inplace_into = _into(np.subtract, scaled=True)
+mul.inplace_into = _into(np.multiply, scaled=False)
 
 
 def _true_div_backward(ctx, g):

@@ -137,6 +137,9 @@ class OpDef:
         # other argument is given: the Tensor methods and operators call it directly (the
         # commonest op call of a model); anything it raises reruns the full path for the error
         self.float_kernel = float_kernel
+        # ``into(self, args, kwargs) -> bool``: an in-place call computed in self's memory
+        # (the op's module sets it; call_inplace tries it first)
+        self.inplace_into = None
         # out_dtype: the keyword parameter (``dtype``) that an ``out=`` tensor's dtype fills
         # when the call leaves it None, so ``sum(x_int, 0, out=float_t)`` computes in float
         self.out_dtype = out_dtype
@@ -595,6 +598,12 @@ def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
     if _grad_state.enabled:
         engine.check_inplace(self)
     check_partial_overlap(op, self._data, (*args, *kwargs.values()))
+    into = op.inplace_into
+    if into is not None and not (_grad_state.enabled and (
+            self.requires_grad or any(getattr(a, "requires_grad", False) for a in args))) \
+            and into(self, args, kwargs):
+        self._bump()  # computed in self's memory, with nothing for autograd to record
+        return self
     try:
         result = call_as_method(op, self, args, kwargs, op.name + "_")
     except NotImplementedError as e:
