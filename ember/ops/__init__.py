@@ -8,8 +8,9 @@ as ``broadcast_shapes``) in ``PUBLIC``; they are exported as ``ember.<name>`` to
 from __future__ import annotations
 
 from .registry import OPS, OpDef, op  # noqa: F401
-from . import (creation, pointwise, binary, complex, reduction, scans, sorting,  # noqa: F401
-               shape, strided, joining, padding, indexing, linalg, random, nn_ops, conv)
+from . import (creation, pointwise, binary, powers, complex, reduction, scans,  # noqa: F401
+               sorting, shape, strided, joining, padding, indexing, linalg, random, nn_ops,
+               conv)
 from .bind import bind_namespace as _bind
 
 FAMILIES = (creation, pointwise, binary, complex, reduction, scans, sorting, shape, strided,
