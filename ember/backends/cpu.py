@@ -117,23 +117,34 @@ def parallel_rows(kernel, *arrays) -> None:
         f.result()
 
 
+def _sliceable(a, b) -> bool:
+    """Whether ``a`` and ``b`` are worth splitting into per-thread slices: large C-contiguous
+    arrays of one shape."""
+    return num_threads() > 1 and a.size >= 4 * PARALLEL_MIN and \
+        getattr(b, "shape", None) == a.shape and a.flags.c_contiguous and b.flags.c_contiguous
+
+
+def _in_slices(fn, *arrays) -> None:
+    """``fn(*slices)`` on each thread's contiguous slice of the (same-size) ``arrays``."""
+    flat = [x.reshape(-1) for x in arrays]
+    n = num_threads()
+    bounds = [flat[0].size * i // n for i in range(n + 1)]
+    parts = [_pool().submit(fn, *(x[lo:hi] for x in flat))
+             for lo, hi in zip(bounds[:-1], bounds[1:])]
+    for p in parts:
+        p.result()
+
+
 def parallel_ufunc(ufunc):
     """``f(a, b)``: ``ufunc(a, b)``, computed in per-thread slices when both are large
     C-contiguous arrays of one shape (memory-bound work that one core cannot saturate)."""
     import numpy as np
 
     def f(a, b):
-        n = num_threads()
-        if n <= 1 or a.size < 4 * PARALLEL_MIN or a.shape != b.shape or \
-                not (a.flags.c_contiguous and b.flags.c_contiguous):
+        if not _sliceable(a, b):
             return ufunc(a, b)
         out = np.empty(a.shape, np.result_type(a, b))
-        fa, fb, fo = a.reshape(-1), b.reshape(-1), out.reshape(-1)
-        bounds = [a.size * i // n for i in range(n + 1)]
-        parts = [_pool().submit(ufunc, fa[lo:hi], fb[lo:hi], out=fo[lo:hi])
-                 for lo, hi in zip(bounds[:-1], bounds[1:])]
-        for p in parts:
-            p.result()
+        _in_slices(lambda x, y, o: ufunc(x, y, out=o), a, b, out)
         return out
     f.__name__ = ufunc.__name__
     return f
@@ -143,22 +154,13 @@ def parallel_ufunc_into(ufunc, a, b, scale=None) -> None:
     """``ufunc(a, b * scale, out=a)`` (``b`` alone without ``scale``), in per-thread slices when
     ``a`` and ``b`` are large C-contiguous arrays of one shape (``b`` may also broadcast, or
     be a scalar: then in one call)."""
-    import numpy as np
+    def run(x, y):
+        ufunc(x, y if scale is None else y * scale, out=x)
 
-    def run(a, b):
-        ufunc(a, b if scale is None else b * scale, out=a)
-
-    n = num_threads()
-    if n <= 1 or a.size < 4 * PARALLEL_MIN or not isinstance(b, np.ndarray) or \
-            b.shape != a.shape or not (a.flags.c_contiguous and b.flags.c_contiguous):
+    if _sliceable(a, b):
+        _in_slices(run, a, b)
+    else:
         run(a, b)
-        return
-    fa, fb = a.reshape(-1), b.reshape(-1)
-    bounds = [a.size * i // n for i in range(n + 1)]
-    parts = [_pool().submit(run, fa[lo:hi], fb[lo:hi])
-             for lo, hi in zip(bounds[:-1], bounds[1:])]
-    for p in parts:
-        p.result()
 
 
 def parallel_sum(a, dtype=None):

@@ -221,12 +221,9 @@ def calls_numpy_blas(node) -> bool:
     return (t.impl.__module__ in BLAS_MODULES or t.name in BLAS_OPS) and not library_call(node)
 
 
-def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    return matmul(x, w.T)
-
-
+# each library call's runner (matmul is defined below, so the names are bound late)
 RUNNERS = {"matmul": lambda a, b: matmul(a, b), "mm": lambda a, b: matmul(a, b),
-           "bmm": lambda a, b: matmul(a, b), "linear": linear}
+           "bmm": lambda a, b: matmul(a, b), "linear": lambda x, w: matmul(x, w.T)}
 
 
 def _matrix(rs: int, cs: int, rows: int, cols: int) -> tuple[int, int] | None:

@@ -25,7 +25,7 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
     if not ts:
         return tensor(0.0)
     dt = ts[0].dtype
-    if norm_type == 2.0 and dt.is_floating_point and not dt.itemsize < 4 and \
+    if norm_type == 2.0 and dt.is_floating_point and dt.itemsize >= 4 and \
             all(t.dtype is dt for t in ts):
         # the commonest call (a training step's clipping): the same kernel, without ~50
         # dispatches; the norms and their norm are computed exactly as below
