@@ -45,6 +45,8 @@ SHAPES = [
     ((3, 1, 7), (3, 7, 5)),
     ((5, 0), (0, 4)),  # empty inner dim: zeros (numpy's fallback)
     ((0, 5), (5, 4)),
+    ((0, 3, 5), (0, 5, 4)),  # an empty batch (once a division by zero in the driver)
+    ((2, 0, 3, 5), (1, 5, 4)),
     ((7,), (7, 3)),  # 1-D operands: numpy's fallback
     ((3, 7), (7,)),
     ((7,), (7,)),  # a 0-d result

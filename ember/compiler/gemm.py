@@ -310,6 +310,8 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         out = np.empty(bshape + (m, n), a.dtype)
         batch = math.prod(bshape)
+        if not batch:
+            return out  # an empty batch (the driver would divide by it)
     j, la, lb, a, b = _layouts(a, b, bshape)
     m = a.shape[-2]
     driver(p.fns[a.dtype], batch * m * n * k >= PARALLEL_MIN_FLOPS, batch,
