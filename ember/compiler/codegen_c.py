@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 from .. import _dtype as D
-from .codegen_rows import COLUMNS, _column_mode, _columns_body, _rows_body
+from .codegen_rows import (COLUMNS, KEPT_ROW_MAX, _column_mode, _columns_body, _row_cache,
+                           _rows_body)
 from .fusion import CatKernel, Kernel, Plan, RowsKernel
 from .gemm import library_call, library_operands
 from .lower import Const, Expr, Load, RowRef, contiguous_strides
@@ -116,6 +117,84 @@ static inline float em_erff(float x) {
     return ax < 1.0f ? small : (x != x ? x : big);
 }
 """
+
+# Stores that bypass the cache, for kernels whose outputs are too big for it: a plain store
+# first reads the line it writes (so a 16 MB output costs 32 MB of traffic) and evicts what the
+# next kernel would read; a non-temporal store does neither. The kernel computes a block of
+# output into a buffer that stays in L1, and em_stream writes it out. Added to a translation
+# unit only when one of its kernels streams.
+STREAM_PRELUDE = """\
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+static inline void em_stream(void *restrict dst, const void *restrict src, int64_t nbytes) {
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+#if defined(__AVX512F__)
+    const int64_t w = 64;
+#elif defined(__AVX__)
+    const int64_t w = 32;
+#elif defined(__SSE2__)
+    const int64_t w = 16;
+#else
+    const int64_t w = 1;
+#endif
+    int64_t i = (int64_t)((w - ((uintptr_t)d & (uintptr_t)(w - 1))) & (uintptr_t)(w - 1));
+    if (i > nbytes) i = nbytes;
+    memcpy(d, s, (size_t)i);  /* up to the first aligned address */
+#if defined(__AVX512F__)
+    for (; i + 64 <= nbytes; i += 64)
+        _mm512_stream_si512((__m512i *)(d + i), _mm512_loadu_si512((const void *)(s + i)));
+#elif defined(__AVX__)
+    for (; i + 32 <= nbytes; i += 32)
+        _mm256_stream_si256((__m256i *)(d + i), _mm256_loadu_si256((const __m256i *)(s + i)));
+#elif defined(__SSE2__)
+    for (; i + 16 <= nbytes; i += 16)
+        _mm_stream_si128((__m128i *)(d + i), _mm_loadu_si128((const __m128i *)(s + i)));
+#endif
+    memcpy(d + i, s + i, (size_t)(nbytes - i));
+}
+/* streamed stores are weakly ordered: each thread fences once, after its last em_stream (a
+   fence per call stalls on the write-combining buffers, 1.3x slower measured) */
+static inline void em_stream_fence(void) {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+"""
+STREAM_BLOCK = 2048  # elements computed into the L1 buffer per em_stream call
+STREAM_MIN_ROW_BYTES = 1024  # shorter rows of output gain nothing from streaming
+
+
+def _last_level_cache_bytes() -> int:
+    """The largest cache's size from sysfs (Linux), else 32 MB."""
+    best = 0
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        import os
+        for d in os.listdir(root):
+            with open(f"{root}/{d}/size") as f:
+                text = f.read().strip()
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            best = max(best, int(text.rstrip("KMG")) * scale)
+    except (OSError, ValueError):
+        pass
+    return best or 32 << 20
+
+
+# a kernel streams when its outputs take at least half of the last-level cache
+STREAM_MIN_BYTES = _last_level_cache_bytes() // 2
+
+
+def streams(outs, numel, row) -> bool:
+    """Whether a kernel writing ``outs`` (``numel`` elements each, in contiguous runs of
+    ``row``) uses non-temporal stores: static sizes, outputs past STREAM_MIN_BYTES, runs of
+    at least STREAM_MIN_ROW_BYTES."""
+    if not isinstance(numel, int) or not isinstance(row, int):
+        return False
+    sizes = [b.meta.dtype.itemsize for b in outs]
+    return sum(sizes) * numel >= STREAM_MIN_BYTES and min(sizes) * row >= STREAM_MIN_ROW_BYTES
+
 
 # Below this many elements a kernel runs on one thread. Next to numpy's BLAS threads (which
 # busy-wait after each call) only big kernels gain from OpenMP's; in a graph on one pool
@@ -329,12 +408,45 @@ def kernel_source(k: Kernel | RowsKernel | CatKernel, openmp: bool, syms: list |
         total = _numel(dims)
     big = total >= omp_min if isinstance(total, int) else \
         f"{total} >= {omp_min}"  # dynamic shapes: decided at run time
+    stream = False
+    if isinstance(k, RowsKernel):
+        # a row too long to keep a phase's values on the stack (row_cache) keeps them in its
+        # output instead: reading them back from the cache beats computing them again
+        stream = not columns and bool(k.row_outs) and \
+            all(st[-1] == 1 for _, _, st in k.row_outs) and \
+            streams([b for b, _, _ in k.row_outs], total, k.n) and \
+            (k.n <= KEPT_ROW_MAX or _row_cache(k) is None)
+    elif dims:
+        stream = streams(outs, total, dims[-1])
+        if stream:  # the last dim goes in blocks of STREAM_BLOCK
+            full = contiguous_strides(dims)
+            n_last, dims[-1] = dims[-1], -(-dims[-1] // stream_block(dims[-1]))
     loops, idx, ind = _loops(dims, isinstance(k, RowsKernel), openmp and big, "    ")
+    region = stream and loops[0].lstrip().startswith("#pragma omp parallel for")
+    if region:
+        # a parallel region around the loop, so each thread fences after its share
+        clause = loops[0].split("parallel for", 1)[1]
+        cond = clause[clause.index(" if("):] if " if(" in clause else ""
+        loops = ["    #pragma omp parallel" + cond, "    {",
+                 "    #pragma omp for" + clause[:len(clause) - len(cond)]] + loops[1:]
     lines += loops
     if columns:
         lines += _columns_body(k, params, idx, ind)
     elif isinstance(k, RowsKernel):
-        lines += _rows_body(k, params, idx, ind)
+        lines += _rows_body(k, params, idx, ind, stream)
+    elif stream:
+        lines.append(f"{ind}const int64_t lo = {idx[-1]} * {stream_block(n_last)};")
+        at = idx[:-1] + ["r"]
+        head, tail, ind2 = streamed(outs, [(params[b.name], _index(idx[:-1] + ["lo"], full))
+                                           for b in outs], "lo", n_last, ind)
+        body = _Body(params, ind2)
+        lines += head
+        for j, (b, e) in enumerate(zip(outs, k.exprs())):
+            v = body.emit(e, at)
+            lines += body.lines
+            body.lines = []
+            lines.append(f"{ind2}t{j}[r - lo] = {store_expr(b.meta.dtype, v)};")
+        lines += tail
     else:
         body = _Body(params, ind)
         lin = _index(idx, contiguous_strides(dims))
@@ -346,8 +458,32 @@ def kernel_source(k: Kernel | RowsKernel | CatKernel, openmp: bool, syms: list |
     for _ in dims:
         ind = ind[:-4]
         lines.append(f"{ind}}}")
+    if stream:
+        lines.append("    em_stream_fence();")
+        if region:
+            lines.append("    }")
     lines.append("}")
     return "\n".join(lines), list(bufs) + [b.name for b in outs]
+
+
+def stream_block(n: int) -> int:
+    return min(STREAM_BLOCK, n)
+
+
+def streamed(outs, dsts: list, lo: str, n, ind: str) -> tuple[list, list, str]:
+    """The loop over elements ``lo`` .. min(lo + STREAM_BLOCK, n) - 1 of a run of output
+    (index ``r``), each output's values going to an L1 buffer ``t<j>`` (``t<j>[r - lo]``), and
+    the em_stream calls writing the buffers to ``dsts`` (C parameter, index of element lo).
+    Returns the lines before the loop body, those after it, and the body's indent."""
+    bl = stream_block(n)
+    head = [f"{ind}const int64_t hi = {lo} + {bl} < {n} ? {lo} + {bl} : {n};"]
+    head += [f"{ind}{STORAGE[b.meta.dtype]} t{j}[{bl}];" for j, b in enumerate(outs)]
+    head.append(f"{ind}for (int64_t r = {lo}; r < hi; ++r) {{")
+    tail = [f"{ind}}}"]
+    tail += [f"{ind}em_stream({p} + {at}, t{j}, (hi - {lo}) * "
+             f"(int64_t)sizeof({STORAGE[b.meta.dtype]}));"
+             for j, (b, (p, at)) in enumerate(zip(outs, dsts))]
+    return head, tail, ind + "    "
 
 
 def _cat_body(k: CatKernel, params: dict, openmp: bool, omp_min: int) -> list[str]:
@@ -385,7 +521,12 @@ def translation_units(plan: Plan, n: int) -> list[list[str]]:
 
 def unit_source(plan: Plan, names: list[str]) -> str:
     """One translation unit: the prelude and the named kernels."""
-    return "\n\n".join([PRELUDE] + [plan.kernel_sources[n] for n in names]) + "\n"
+    srcs = [plan.kernel_sources[n] for n in names]
+    return "\n\n".join([_prelude(srcs)] + srcs) + "\n"
+
+
+def _prelude(srcs: list[str]) -> str:
+    return PRELUDE + STREAM_PRELUDE if any("em_stream(" in s for s in srcs) else PRELUDE
 
 
 def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False,
@@ -394,7 +535,7 @@ def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False,
     wrapper's source, and each kernel's parameter buffer names (inputs, then outputs).
     ``one_pool``: the graph runs with numpy's BLAS on one thread, its matrix products call
     gemm.py's drivers and its kernels go parallel from OMP_MIN_ELEMENTS_ONE_POOL."""
-    chunks = [PRELUDE]
+    chunks = []
     kparams = {}
     binds = wrapper_bindings([b.meta.shape for b in plan.inputs])  # dynamic shapes' sizes
     plan.symbols = syms = [n for n, _ in binds]
@@ -405,6 +546,7 @@ def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False,
         chunks.append(src)
         plan.kernel_sources[k.name] = src  # for building in several units
         kparams[k.name] = params
+    chunks.insert(0, _prelude(chunks))
     py = ["def call(inputs):"]
     for i, b in enumerate(plan.inputs):
         src = f"_contig(inputs[{i}]._data)" if contiguous_inputs else f"inputs[{i}]._data"

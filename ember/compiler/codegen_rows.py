@@ -20,6 +20,8 @@ from .lower import Expr, Op, contiguous_strides, loads_of
 
 LANES = 16  # independent partial states per row: the row loop vectorizes without reassociation
 COLUMNS = 64  # kept elements a column-mode kernel reduces side by side
+KEPT_ROW_MAX = 8192  # a streaming rows kernel keeps a phase's values for its row pass in a
+#                     row buffer on the stack; longer rows with such values do not stream
 ONLINE_BLOCK = 2048  # elements per block of online softmax: 8 KB of float32, still in L1
 #                      when the block is read a second time for its sum of exp(x - max)
 
@@ -243,9 +245,11 @@ def _online_softmax(p: int, e: Expr, acc, value, n, ind: str) -> list[str]:
     return lines + [f"{i2}{s} += bsum;", f"{ind}}}"]
 
 
-def _rows_body(k: RowsKernel, params: dict, idx: list, ind: str) -> list[str]:
-    """One row (the loop indices ``idx`` name it)."""
-    return _body(k, params, idx, ind, columns=False)
+def _rows_body(k: RowsKernel, params: dict, idx: list, ind: str, stream: bool = False
+               ) -> list[str]:
+    """One row (the loop indices ``idx`` name it); ``stream``: the row outputs leave through
+    non-temporal stores (codegen_c.streamed), in blocks."""
+    return _body(k, params, idx, ind, columns=False, stream=stream)
 
 
 def _columns_body(k: RowsKernel, params: dict, idx: list, ind: str) -> list[str]:
@@ -253,7 +257,8 @@ def _columns_body(k: RowsKernel, params: dict, idx: list, ind: str) -> list[str]
     return _body(k, params, idx, ind, columns=True)
 
 
-def _body(k: RowsKernel, params: dict, idx: list, ind: str, columns: bool) -> list[str]:
+def _body(k: RowsKernel, params: dict, idx: list, ind: str, columns: bool,
+          stream: bool = False) -> list[str]:
     """Each phase over the row(s), then the per-row stores, then the pass over the row(s)
     computing the row outputs."""
     n = k.n
@@ -263,16 +268,20 @@ def _body(k: RowsKernel, params: dict, idx: list, ind: str, columns: bool) -> li
                   f"{k.outer[-1]} - j0 : {COLUMNS};")]
         at, rowref, cache = idx[:-1] + ["(j0 + jj)"], "red{}[jj]", None
     else:
-        lines, at, rowref, cache = [], idx, "red{}", _row_cache(k)
+        lines, at, rowref, cache = [], idx, "red{}", _row_cache(k, stream)
+    if cache and stream:  # the kept values go to a row buffer (in L1), not to the output
+        lines.append(f"{ind}{C.CTYPE[cache[1].dtype]} kept_row[{n}];")
+
+    def kept(r: str) -> str:
+        _, _, b, st = cache
+        return f"kept_row[{r}]" if stream else f"{params[b.name]}[{C._index(at + [r], st)}]"
 
     def value_of(e: Expr, p: int):
         def value(r: str, ind2: str) -> tuple[list[str], str]:
             body = C._Body(params, ind2, rowref)
             v = body.emit(e, at + [r])
             if cache and cache[0] == p:  # keep the value the row pass needs in its output
-                _, sub, b, st = cache
-                body.lines.append(f"{ind2}{params[b.name]}[{C._index(at + [r], st)}] = "
-                                  f"{body.memo[id(sub)]};")
+                body.lines.append(f"{ind2}{kept(r)} = {body.memo[id(cache[1])]};")
             return body.lines, v
         return value
 
@@ -300,23 +309,30 @@ def _body(k: RowsKernel, params: dict, idx: list, ind: str, columns: bool) -> li
             body.lines = []
             lines.append(f"{inner}{params[b.name]}[{lin}] = {C.store_expr(b.meta.dtype, v)};")
         lines += [f"{ind}}}"] * columns
-    if k.row_outs:
-        inner = ind + "    " * (1 + columns)
+    if not k.row_outs:
+        return lines
+    inner = ind + "    " * (1 + columns)
+    if stream:  # blocks of the row, each computed into L1 buffers and streamed out
+        outs = [b for b, _, _ in k.row_outs]
+        head, tail, inner = C.streamed(
+            outs, [(params[b.name], C._index(at + ["lo"], st)) for b, _, st in k.row_outs],
+            "lo", n, ind + "    ")
+        lines += [f"{ind}for (int64_t lo = 0; lo < {n}; lo += {C.stream_block(n)}) {{"] + head
+    else:
         lines += [f"{ind}for (int64_t r = 0; r < {n}; ++r) {{"] + [ind + "    " + jj_loop] * columns
-        body = C._Body(params, inner, rowref)
-        if cache:
-            _, sub, b, st = cache
-            body.lines.append(f"{inner}const {C.CTYPE[sub.dtype]} kept = "
-                              f"{params[b.name]}[{C._index(at + ['r'], st)}];")
-            body.memo[id(sub)] = "kept"
-        for b, e, st in k.row_outs:
-            v = body.emit(e, at + ["r"])
-            lines += body.lines
-            body.lines = []
-            lines.append(f"{inner}{params[b.name]}[{C._index(at + ['r'], st)}] = "
-                         f"{C.store_expr(b.meta.dtype, v)};")
-        lines += [f"{ind}    }}"] * columns + [f"{ind}}}"]
-    return lines
+    body = C._Body(params, inner, rowref)
+    if cache:
+        body.lines.append(f"{inner}const {C.CTYPE[cache[1].dtype]} kept = {kept('r')};")
+        body.memo[id(cache[1])] = "kept"
+    for j, (b, e, st) in enumerate(k.row_outs):
+        v = body.emit(e, at + ["r"])
+        lines += body.lines
+        body.lines = []
+        dst = f"t{j}[r - lo]" if stream else f"{params[b.name]}[{C._index(at + ['r'], st)}]"
+        lines.append(f"{inner}{dst} = {C.store_expr(b.meta.dtype, v)};")
+    if stream:
+        return lines + tail + [f"{ind}}}"]
+    return lines + [f"{ind}    }}"] * columns + [f"{ind}}}"]
 
 
 def _column_mode(k: RowsKernel) -> bool:
@@ -333,17 +349,20 @@ def _column_mode(k: RowsKernel) -> bool:
     return any(ld.strides[-2] == 1 for ld in lds)
 
 
-def _row_cache(k: RowsKernel) -> tuple | None:
+def _row_cache(k: RowsKernel, row_buffer: bool = False) -> tuple | None:
     """(phase, subexpression, output, strides) when a one-value phase's summand (softmax's
     exp(x - max)) is also what a row output computes from: the phase stores it in that output
-    (same C type, so exactly) and the row pass reads it back instead of computing it again."""
+    (same C type, so exactly) and the row pass reads it back instead of computing it again.
+    With ``row_buffer`` (a streaming kernel) it goes to a row buffer of its own C type, so the
+    output's storage type does not matter."""
     for p in range(len(k.phases) - 1, -1, -1):
         prim, e, _ = k.phases[p]
         sub = e.args[0] if isinstance(e, Op) and e.prim == "cast" else e
         if prim not in _REDUCE or not isinstance(sub, Op):
             continue
         for b, out, st in k.row_outs:
-            if C.STORAGE[b.meta.dtype] == C.CTYPE[sub.dtype] and _contains(out, sub, set()):
+            if (row_buffer or C.STORAGE[b.meta.dtype] == C.CTYPE[sub.dtype]) and \
+                    _contains(out, sub, set()):
                 return p, sub, b, st
     return None
 
