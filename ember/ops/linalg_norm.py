@@ -63,8 +63,12 @@ def linalg_vector_norm(xp, x: "Tensor", ord=2, dim=None, keepdim=False, *, dtype
     if (ord < 0 or ord == INF) and any(x.shape[a] == 0 for a in axes):
         raise RuntimeError(f"linalg.vector_norm cannot compute the {ord:g} norm on an empty "
                            "tensor because the operation does not have an identity")
-    a = np.abs(x).astype(compute, copy=False)
     kw = dict(axis=axes, keepdims=keepdim)
+    if ord == 2 and x.dtype.kind == "f":  # x * x is |x| * |x| exactly: no pass for abs
+        a = x.astype(compute, copy=False)
+        r = np.sqrt(np.sum(a * a, **kw))
+        return np.asarray(r).astype(out)
+    a = np.abs(x).astype(compute, copy=False)
     if ord == 2:
         r = np.sqrt(np.sum(a * a, **kw))
     elif ord == INF:
