@@ -9,6 +9,7 @@ same methods.
 from __future__ import annotations
 
 import math
+import os
 
 from .. import _dtype as D
 from .codegen_rows import (COLUMNS, KEPT_ROW_MAX, _column_mode, _columns_body, _row_cache,
@@ -171,7 +172,6 @@ def _last_level_cache_bytes() -> int:
     best = 0
     root = "/sys/devices/system/cpu/cpu0/cache"
     try:
-        import os
         for d in os.listdir(root):
             with open(f"{root}/{d}/size") as f:
                 text = f.read().strip()
