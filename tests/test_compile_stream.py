@@ -45,8 +45,7 @@ def _compiled(fn, inputs, monkeypatch, stream: bool, grad: bool = False):
 
 def _bitwise(a: ember.Tensor, b: ember.Tensor) -> None:
     assert a.dtype == b.dtype and a.shape == b.shape
-    x, y = a.float().numpy() if a.dtype in (ember.bfloat16,) else a.numpy(), \
-        b.float().numpy() if b.dtype in (ember.bfloat16,) else b.numpy()
+    x, y = (t.float().numpy() if t.dtype is ember.bfloat16 else t.numpy() for t in (a, b))
     assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), np.abs(x - y).max()
 
 
