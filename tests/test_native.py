@@ -81,7 +81,8 @@ def test_native_matches_numpy_and_torch(name, shape, dtype, numpy_path, monkeypa
     y0, gx0 = numpy_path(_fwd_bwd, fn, x, g)
     _close(y, y0, **TOL[dtype])
     _close(gx, gx0, **TOL[dtype])
-    # |x| up to 6: GELU's 1 + erf(x / sqrt 2) cancels for x << 0 (both paths, ~1e-6 absolute)
+    # |x| up to 6: torch's float32 GELU computes 1 + erf(x / sqrt 2) and 1 - tanh^2, which
+    # cancel for x << 0 (~1e-6 absolute error; ember's formulas do not: test_gelu_accuracy)
     check(fn, None, x.detach().requires_grad_(), seed=3,
           atol=1e-5 if dtype == ember.float32 else None)
 
@@ -91,7 +92,7 @@ def test_noncontiguous(name, numpy_path):
     x = rand(64, 3, 400, noncontig=True, low=-5, high=5, requires_grad=True)
     assert not x.is_contiguous()
     before = native.STATS["calls"]
-    check(OPS[name], None, x)
+    check(OPS[name], None, x, atol=1e-5 if name.startswith("gelu") else None)  # as above
     assert native.STATS["calls"] > before
     y = OPS[name](ember, x.detach())
     _close(y, numpy_path(OPS[name], ember, x.detach()), **TOL[ember.float32])

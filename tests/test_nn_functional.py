@@ -643,6 +643,53 @@ def test_gelu_float32_sweep(approximate):
     assert np.array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))
 
 
+def _gelu64(x: np.ndarray, approximate: str) -> tuple[np.ndarray, np.ndarray]:
+    """GELU and its derivative in float64 without cancellation (torch's float64 formulas lose
+    the tail below x = -8 too): Phi through erfc, tanh-GELU as x / (1 + exp(-2 u))."""
+    x = x.astype(np.float64)
+    if approximate == "none":
+        cdf = np.frompyfunc(lambda v: 0.5 * math.erfc(-v / math.sqrt(2)), 1, 1)(x).astype(float)
+        return x * cdf, cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    k = math.sqrt(2 / math.pi)
+    e = np.exp(-2 * k * (x + 0.044715 * x ** 3))
+    s = 1 / (1 + e)
+    return x * s, s + x * 2 * k * (1 + 3 * 0.044715 * x * x) * s * (e * s)
+
+
+@pytest.mark.parametrize("path", ["numpy", "native", "compiled"])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_accuracy(approximate, path, monkeypatch):
+    """float32 GELU and its derivative against float64, on each of ember's three paths
+    (numpy, the native kernel, compiled): neither cancels below zero, where torch's float32
+    1 + erf(x / sqrt 2) and 1 - tanh^2 lose every digit by x = -5."""
+    monkeypatch.setenv("EMBER_EAGER_KERNELS", "0" if path == "numpy" else "1")
+    x = np.concatenate([np.linspace(-14, 8, 300001), [-0.0, 0.0]]).astype(np.float32)
+    w, gw = _gelu64(x, approximate)
+    fn = lambda t: EF.gelu(t, approximate=approximate)
+    fn = ember.compile(fn) if path == "compiled" else fn
+    xe = ember.from_numpy(x).requires_grad_()
+    got = fn(xe)
+    got.backward(ember.ones_like(got))
+    y = got.detach().numpy().astype(np.float64)
+    ok = np.abs(w) >= np.finfo(np.float32).tiny  # results in float32's normal range
+    if approximate == "none":
+        rel = np.abs(y - w)[ok] / np.abs(w[ok])
+        assert rel.max() < 6e-7  # ~8 ulp
+    else:
+        # u = k (x + c x^3) rounded to float32 moves exp(-2 u) by 2 |u| ulp: no better; and
+        # below x = -8.8 exp(-2 u) overflows float32 (the result, -0, is within 1e-37)
+        u = math.sqrt(2 / math.pi) * np.abs(x * (1 + 0.044715 * x.astype(np.float64) ** 2))
+        ok &= 2 * u < 88
+        rel = np.abs(y - w)[ok] / np.abs(w[ok])
+        assert (rel / (1 + 2 * u[ok])).max() < 6e-7
+        assert np.abs(y[~ok]).max() < 1e-37
+    assert np.array_equal(np.signbit(y[w == 0]), np.signbit(w[w == 0]))
+    # the derivative Phi + x phi (s + x (2 u') s (1 - s)) cancels near x = -0.75 by nature:
+    # its error is measured against max(|x|, 1)
+    g = xe.grad.numpy().astype(np.float64)
+    assert (np.abs(g - gw) / np.maximum(np.abs(x), 1)).max() < 4e-7
+
+
 def _gelu_backward_op():
     from ember.ops.activations import gelu_backward
     return gelu_backward

@@ -420,6 +420,37 @@ def erf(x):
     return _erf_f64(x)
 
 
+# ---------------------------------------------------------------------- normal CDF (GELU)
+# GELU's Phi(x) = erfc(-x / sqrt 2) / 2 without the cancellation of 1 + erf(x / sqrt 2) below
+# zero (which loses every digit by x = -5). With z = |x| / sqrt 2, erfc(z) = exp(-z^2) R(z),
+# and R (erfcx) ~ N(z) / D(z), a rational of degrees 4 and 5 fitted for ember: minimax in
+# relative error on [0, 10.5] (6e-9), by iteratively reweighted linearised least squares. All
+# coefficients are positive, so Horner's rule in z loses nothing to cancellation. The generated
+# C (compiler/codegen_c.py, em_ncdf_halff) evaluates the same rational.
+NCDF_N = (0.03313824161887169, 0.2308431714773178, 0.7350074648857117, 1.2416542768478394,
+          1.0)  # highest degree first
+NCDF_D = (0.05873535946011543, 0.4091837406158447, 1.331722378730774, 2.409294605255127,
+          2.3700339794158936, 1.0)
+_SQRT1_2 = math.sqrt(0.5)
+
+
+def normal_cdf_parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(r, e) of a float32 array, e = exp(-x^2 / 2) and r e = erfc(|x| / sqrt 2) / 2: the
+    normal CDF Phi(x) is r e below zero and 1 - r e above, and e is sqrt(2 pi) times the
+    density. The rational above (the generated C's formula), e from x^2 squared exactly in
+    float64."""
+    f = np.float32
+    z = np.minimum(np.abs(x), f(20))  # erfc is 0 in float32 beyond; NaN stays
+    z *= f(_SQRT1_2)
+    r = _horner32(tuple(map(f, NCDF_N)), z, np.empty_like(z))
+    r *= f(0.5)
+    r /= _horner32(tuple(map(f, NCDF_D)), z, np.empty_like(z))
+    sq = x.astype(_F64)
+    sq *= sq
+    sq *= -0.5
+    return r, np.exp(sq).astype(f)
+
+
 # ---------------------------------------------------------------------- erfinv
 # Giles, "Approximating the erfinv function" (GPU Computing Gems, 2010), single precision
 _GILES_C = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,

@@ -16,9 +16,7 @@ from .. import _dtype as D
 from .graph import TensorMeta
 from .lower import Const, Expr, Op, cast, compute_dtype, loads_of, promoted
 
-_SQRT1_2 = 1 / math.sqrt(2.0)
 _TANH_K = math.sqrt(2.0 / math.pi)
-_GELU_PDF = 1 / math.sqrt(2.0 * math.pi)
 
 
 def _out(node) -> tuple[D.dtype, D.dtype, tuple]:
@@ -112,6 +110,9 @@ def _silu(node, a, raw):
 
 
 def _gelu(node, a, raw):
+    """x Phi(x): the C helper em_geluf (no cancellation below zero), or for 'tanh' x s with
+    s = 1 / (1 + exp(-2 u)), u = k (x^3 c + x), which is 0.5 x (1 + tanh u) without tanh's
+    cancellation near -1 and with one exp and one division; the eager kernel's formulas."""
     out, c, shape = _out(node)
     if out.kind != "f" or a["approximate"] not in ("none", "tanh"):
         return None
@@ -119,19 +120,23 @@ def _gelu(node, a, raw):
 
     def op(prim, *args):
         return Op(prim, [v if isinstance(v, Expr) else Const(v, c) for v in args], c, shape)
-    # ((erf(x / sqrt 2) or tanh(k (x^3 c + x))) + 1) * 0.5 * x, in the eager kernel's order
     if a["approximate"] == "none":
-        inner = op("erf", op("mul", x, _SQRT1_2))
+        r = op("gelu", x)
     else:
-        inner = op("tanh", op("mul", op("add", op("mul", op("mul", op("mul", x, x), x),
-                                                  0.044715), x), _TANH_K))
-    r = op("mul", op("mul", op("add", inner, 1), 0.5), x)
+        r = op("div", x, op("add", op("exp", _tanh_gelu_arg(op, x, op("mul", x, x))), 1))
     r.label = "gelu"
     return cast(r, out)
 
 
+def _tanh_gelu_arg(op, x, xx):
+    """-2 u = -2 k (x^3 c + x), the exponent of tanh-GELU's sigmoid."""
+    return op("mul", op("add", op("mul", op("mul", xx, x), 0.044715), x), -2 * _TANH_K)
+
+
 def _gelu_backward(node, a, raw):
-    """grad * gelu'(x) in the eager kernel's order of operations."""
+    """grad * gelu'(x): the C helper em_gelu_gradf (Phi + x phi, one exp), or for 'tanh'
+    s + x (2 u') s (1 - s) with s as in _gelu; 1 - s is e s where s > 1/2 (no cancellation;
+    e is finite there). The eager kernel's formulas."""
     out, c, shape = _out(node)
     if out.kind != "f" or a["approximate"] not in ("none", "tanh"):
         return None
@@ -139,15 +144,17 @@ def _gelu_backward(node, a, raw):
 
     def op(prim, *args):
         return Op(prim, [v if isinstance(v, Expr) else Const(v, c) for v in args], c, shape)
-    xx = op("mul", x, x)
     if a["approximate"] == "tanh":
-        t = op("tanh", op("mul", op("add", op("mul", op("mul", xx, x), 0.044715), x), _TANH_K))
-        d = op("mul", op("mul", op("add", op("mul", xx, 3 * 0.044715), 1), _TANH_K * 0.5), x)
-        d = op("mul", d, op("sub", 1, op("mul", t, t)))
+        xx = op("mul", x, x)
+        e = op("exp", _tanh_gelu_arg(op, x, xx))
+        s = op("div", 1, op("add", e, 1))
+        q = op("where", Op("gt", [s, Const(0.5, c)], D.bool_, shape), op("mul", e, s),
+               op("sub", 1, s))
+        du = op("mul", op("add", op("mul", xx, 6 * 0.044715 * _TANH_K), 2 * _TANH_K), x)
+        d = op("add", op("mul", du, op("mul", s, q)), s)
     else:
-        t = op("erf", op("mul", x, _SQRT1_2))
-        d = op("mul", op("mul", op("exp", op("mul", xx, -0.5)), _GELU_PDF), x)
-    r = op("mul", op("add", op("mul", op("add", t, 1), 0.5), d), g)
+        d = op("gelu_grad", x)
+    r = op("mul", d, g)
     r.label = "gelu_backward"
     return cast(r, out)
 
