@@ -716,6 +716,28 @@ def test_inplace_binary_in_memory(name, dtype, layout):
     np.testing.assert_allclose(x.numpy(), got["torch"][0].numpy(), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("native_on", ["1", "0"])
+def test_add_alpha_rounds_once(order, native_on, monkeypatch):
+    """Large float32 x.add(y, alpha=a) and x.sub_(y, alpha=-a) in one dense layout go through
+    the axpy kernel (backends/native.py): x + a * y rounded once, as torch's fused kernel, in
+    place and out of place alike; with the native path off, the two-rounding numpy path."""
+    rng = np.random.default_rng(1)
+    xs, ys = (np.asarray(rng.standard_normal((300, 200)), np.float32, order=order)
+              for _ in range(2))
+    a = -0.37
+    once = (xs.astype(np.float64) + np.float64(np.float32(a)) * ys).astype(np.float32)
+    twice = xs + ys * np.float32(a)
+    monkeypatch.setenv("EMBER_EAGER_KERNELS", native_on)
+    want = once if native_on == "1" else twice
+    out = ember.from_numpy(xs).add(ember.from_numpy(ys), alpha=a).numpy()
+    x = ember.from_numpy(xs.copy(order=order))
+    x.sub_(ember.from_numpy(ys), alpha=-a)
+    for got in (out, x.numpy()):
+        assert (got != want).mean() < 1e-4  # float64 then float32 can round twice at a tie
+    assert (once != twice).any()  # the case tells the two apart
+
+
 def test_inplace_binary_general_path_still_applies():
     x = ember.ones(3, requires_grad=True)
     y = x * 2

@@ -13,6 +13,9 @@ process loads it instead of compiling.
 call), or a call made while the compiler is capturing or while a native kernel is running
 (the generated wrapper may run an op eagerly; that op must not come back here). Eager use
 never warns: the numpy path is always there and gives the same results within rounding.
+
+One kernel is written by hand instead: ``axpy`` (an optimizer's ``p.add_(d, alpha=-lr)``),
+see below.
 """
 
 from __future__ import annotations
@@ -157,3 +160,64 @@ def clear() -> None:
     """Forget the kernels built (and the failures remembered) in this process."""
     with _LOCK:
         _KERNELS.clear()
+
+
+# ---------------------------------------------------------------------- axpy
+# y += a * x in place: an optimizer's ``p.add_(d, alpha=-lr)``. Written by hand rather than
+# traced: ``a`` is a runtime scalar (a learning rate changes every step; a traced kernel would
+# bake it in) and the result goes into y. One pass over memory on OpenMP's threads, the pool
+# compiled graphs run on (numpy's BLAS ?axpy would wake BLAS threads that then spin against
+# the next graph), each element rounded once by fma, as torch's fused add kernel does.
+_AXPY_SOURCE = """\
+#include <math.h>
+#include <stdint.h>
+/* x may be y itself: no restrict */
+void em_axpy_float(int64_t n, float a, const float *x, float *y) {
+    #pragma omp parallel for schedule(static) if(n >= (1 << 16))
+    for (int64_t i = 0; i < n; ++i)
+        y[i] = fmaf(a, x[i], y[i]);
+}
+void em_axpy_double(int64_t n, double a, const double *x, double *y) {
+    #pragma omp parallel for schedule(static) if(n >= (1 << 16))
+    for (int64_t i = 0; i < n; ++i)
+        y[i] = fma(a, x[i], y[i]);
+}
+"""
+AXPY_MIN = 1 << 14  # elements below which numpy's two passes cost less than the call
+_AXPY: list = []  # [{dtype: C function} | None] once built
+
+
+def _axpy_kernels() -> dict | None:
+    if not _AXPY:
+        import ctypes
+
+        from ..compiler.runtime import build
+        kernels = None
+        try:
+            lib = build(_AXPY_SOURCE)
+            kernels = {}
+            for dt, ct in ((np.float32, ctypes.c_float), (np.float64, ctypes.c_double)):
+                f = getattr(lib, f"em_axpy_{ct.__name__[2:]}")
+                f.argtypes = [ctypes.c_int64, ct, ctypes.c_void_p, ctypes.c_void_p]
+                f.restype = None
+                kernels[np.dtype(dt)] = f
+        except Exception:  # noqa: BLE001  (no compiler, a failed build: numpy's path)
+            kernels = None
+        _AXPY.append(kernels)
+    return _AXPY[0]
+
+
+def axpy(y: np.ndarray, x: np.ndarray, alpha) -> bool:
+    """``y += alpha * x`` in one pass, each element rounded once, for float32 / float64 arrays
+    of one dtype, shape and layout (C- or F-contiguous) of at least AXPY_MIN elements; False,
+    with y untouched, otherwise (or with the fast path off, as ``kernel``)."""
+    if not isinstance(x, np.ndarray) or y.size < AXPY_MIN or y.dtype not in _DTYPES or \
+            x.dtype != y.dtype or x.shape != y.shape or x.strides != y.strides or \
+            not y.flags.writeable or not (y.flags.c_contiguous or y.flags.f_contiguous) or \
+            not enabled():
+        return False
+    kernels = _axpy_kernels()
+    if kernels is None:
+        return False
+    kernels[y.dtype](y.size, float(alpha), x.ctypes.data, y.ctypes.data)
+    return True

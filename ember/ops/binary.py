@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as D
+from ..backends import native
 from ..backends.cpu import parallel_ufunc, parallel_ufunc_into
 from .bind import tensor_method
 from .pointwise import kind, promoted_op as binop, to_compute, type_name
@@ -72,9 +73,27 @@ def _scaled(xp, other, alpha, negate=False):
     return other * to_compute(alpha, other.dtype)
 
 
+def _axpy(input, other, alpha):
+    """input + alpha * other for float arrays of one dtype, shape and layout: a copy of input,
+    then axpy into it (backends/native.py), each element rounded once as torch's fused
+    kernel does, and as the in-place ``add_`` (binary._into); None where that does not
+    apply."""
+    if type(alpha) not in (int, float) or alpha == 1 or not isinstance(input, np.ndarray) or \
+            not isinstance(other, np.ndarray) or input.dtype not in _AXPY_DTYPES:
+        return None
+    out = np.copy(input, order="K")
+    return out if native.axpy(out, other, alpha) else None
+
+
+_AXPY_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 @binop(inplace=True, float_kernel=parallel_ufunc(np.add))
 def add(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
     """``add(input, other, *, alpha=1)``: input + alpha * other."""
+    r = _axpy(input, other, alpha)
+    if r is not None:
+        return r
     other = _scaled(xp, other, alpha)
     return xp.logical_or(input, other) if input.dtype == np.bool_ else xp.add(input, other)
 
@@ -102,6 +121,9 @@ def sub(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
     """``sub(input, other, *, alpha=1)``: input - alpha * other."""
     if input.dtype.kind == "c":
         return xp.add(input, _scaled(xp, other, alpha, negate=True))
+    r = _axpy(input, other, -alpha if type(alpha) in (int, float) else alpha)
+    if r is not None:
+        return r
     return xp.subtract(input, _scaled(xp, other, alpha))
 
 
@@ -161,10 +183,11 @@ def div(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, rounding_mode=Non
 def _into(ufunc, scaled: bool):
     """``x.<op>_(other[, alpha=a])`` computed straight into x's memory: float x, ``other`` a
     tensor of x's dtype broadcasting to x's shape (or a Python number, without alpha). The
-    values are those of the out-of-place kernel (``other * alpha`` rounded to x's dtype, then
-    the ufunc), without its result array and the copy into x: a third of the memory traffic
-    of an optimizer's ``p.add_(d, alpha=-lr)``. Returns False for any other call (the general
-    path decides)."""
+    values are those of the out-of-place kernel: with alpha, a fused axpy where x and other
+    share one dense layout (``_axpy``: one pass, rounded once), else ``other * alpha``
+    rounded to x's dtype, then the ufunc; without the result array and the copy into x, a
+    third of the memory traffic of an optimizer's ``p.add_(d, alpha=-lr)`` or less. Returns
+    False for any other call (the general path decides)."""
     def run(self, args: tuple, kwargs: dict) -> bool:
         a = self._data
         if len(args) != 1 or (kwargs and (not scaled or set(kwargs) != {"alpha"})) or \
@@ -187,6 +210,8 @@ def _into(ufunc, scaled: bool):
                     return False
         else:
             return False
+        if scaled and native.axpy(a, b, -alpha if ufunc is np.subtract else alpha):
+            return True  # one pass, rounded once: _axpy's values (np.add's when alpha is 1)
         parallel_ufunc_into(ufunc, a, b, None if alpha == 1 else to_compute(alpha, a.dtype))
         return True
     return run
