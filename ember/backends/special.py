@@ -426,7 +426,7 @@ def erf(x):
 # and R (erfcx) ~ N(z) / D(z), a rational of degrees 4 and 5 fitted for ember: minimax in
 # relative error on [0, 10.5] (6e-9), by iteratively reweighted linearised least squares. All
 # coefficients are positive, so Horner's rule in z loses nothing to cancellation. The generated
-# C (compiler/codegen_c.py, em_ncdf_halff) evaluates the same rational.
+# C (compiler/codegen_c.py, em_ncdf_parts) evaluates the same rational.
 NCDF_N = (0.03313824161887169, 0.2308431714773178, 0.7350074648857117, 1.2416542768478394,
           1.0)  # highest degree first
 NCDF_D = (0.05873535946011543, 0.4091837406158447, 1.331722378730774, 2.409294605255127,
