@@ -207,14 +207,19 @@ def _axpy_kernels() -> dict | None:
     return _AXPY[0]
 
 
+def axpy_fits(y, x) -> bool:
+    """Whether ``axpy`` takes these operands: float32 / float64 arrays of one dtype, shape and
+    layout (C- or F-contiguous) of at least AXPY_MIN elements, with the fast path on."""
+    return isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and \
+        y.size >= AXPY_MIN and y.dtype in _DTYPES and x.dtype == y.dtype and \
+        x.shape == y.shape and x.strides == y.strides and \
+        (y.flags.c_contiguous or y.flags.f_contiguous) and enabled()
+
+
 def axpy(y: np.ndarray, x: np.ndarray, alpha) -> bool:
-    """``y += alpha * x`` in one pass, each element rounded once, for float32 / float64 arrays
-    of one dtype, shape and layout (C- or F-contiguous) of at least AXPY_MIN elements; False,
-    with y untouched, otherwise (or with the fast path off, as ``kernel``)."""
-    if not isinstance(x, np.ndarray) or y.size < AXPY_MIN or y.dtype not in _DTYPES or \
-            x.dtype != y.dtype or x.shape != y.shape or x.strides != y.strides or \
-            not y.flags.writeable or not (y.flags.c_contiguous or y.flags.f_contiguous) or \
-            not enabled():
+    """``y += alpha * x`` in one pass, each element rounded once, where ``axpy_fits`` and y
+    is writeable; False, with y untouched, otherwise (or without a C compiler)."""
+    if not (y.flags.writeable and axpy_fits(y, x)):
         return False
     kernels = _axpy_kernels()
     if kernels is None:

@@ -78,14 +78,10 @@ def _axpy(input, other, alpha):
     then axpy into it (backends/native.py), each element rounded once as torch's fused
     kernel does, and as the in-place ``add_`` (binary._into); None where that does not
     apply."""
-    if type(alpha) not in (int, float) or alpha == 1 or not isinstance(input, np.ndarray) or \
-            not isinstance(other, np.ndarray) or input.dtype not in _AXPY_DTYPES:
+    if type(alpha) not in (int, float) or alpha == 1 or not native.axpy_fits(input, other):
         return None
-    out = np.copy(input, order="K")
+    out = np.copy(input, order="K")  # a dense input's layout: the copy fits too
     return out if native.axpy(out, other, alpha) else None
-
-
-_AXPY_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 @binop(inplace=True, float_kernel=parallel_ufunc(np.add))
