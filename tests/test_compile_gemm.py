@@ -65,11 +65,27 @@ def test_matmul_matches_numpy(dtype, la, lb):
                 a = LAYOUTS[la](a)
             if len(sb) >= 2:
                 b = LAYOUTS[lb](b)
-            got, want = gemm.matmul(a, b), np.asarray(np.matmul(a, b))
-            assert isinstance(got, np.ndarray), (sa, sb)
-            assert got.shape == want.shape and got.dtype == want.dtype, (sa, sb)
-            tol = 1e-5 if dtype == np.float32 else 1e-12
-            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10, err_msg=str((sa, sb)))
+            want = np.asarray(np.matmul(a, b))
+            np.full(want.shape, np.nan, dtype)  # freed: a result's new memory may start NaN
+            # linear's bias: one value per column, filled into c before BLAS adds the product
+            bias = rng.standard_normal(want.shape[-1:]).astype(dtype)
+            # an output in another layout: each LAYOUTS entry (column-major goes through a
+            # temporary), and batch dims swapped (a transposed attention output)
+            out = LAYOUTS[la](np.full(want.shape, np.nan, dtype)) if want.ndim >= 2 else \
+                np.full(want.shape, np.nan, dtype)
+            swapped = np.full(want.shape[:-3] + want.shape[-2:-1] + want.shape[-3:-2] +
+                              want.shape[-1:], np.nan, dtype).swapaxes(-3, -2) \
+                if want.ndim >= 3 else np.full(want.shape, np.nan, dtype)
+            outs = [(gemm.matmul(a, b, out=o), o) for o in (out, swapped)]
+            for got, o in outs:
+                assert got is o, (sa, sb)
+            for got, want in ((gemm.matmul(a, b), want), (gemm.matmul(a, b, bias), want + bias),
+                              *((got, want) for got, _ in outs)):
+                assert isinstance(got, np.ndarray), (sa, sb)
+                assert got.shape == want.shape and got.dtype == want.dtype, (sa, sb)
+                tol = 1e-5 if dtype == np.float32 else 1e-12
+                np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10,
+                                           err_msg=str((sa, sb)))
 
 
 def test_matmul_falls_back_for_other_dtypes():
@@ -87,8 +103,8 @@ def _entry(cf):
 
 
 def test_graph_products_run_on_one_pool():
-    """matmul, mm, bmm and linear (its bias an epilogue) call the drivers; results equal
-    eager's; numpy's BLAS thread count is what it was after the call."""
+    """matmul, mm, bmm and linear (its bias filled into the output first) call the drivers;
+    results equal eager's; numpy's BLAS thread count is what it was after the call."""
     w, b = rand(96, 64, seed=1), rand(96, seed=2)
     q, k = rand(8, 4, 32, 16, seed=3), rand(8, 4, 16, 32, seed=4)
     m1, m2 = rand(6, 64, seed=5), rand(64, 6, seed=6)
@@ -163,10 +179,10 @@ def test_one_pool_kernels_go_parallel_at_smaller_sizes():
 def test_no_pool_graphs_still_work(monkeypatch):
     """Without the drivers (no OpenBLAS found, no OpenMP) graphs keep numpy's matmul."""
     monkeypatch.setattr(gemm, "_POOL", [None])
-    w = rand(32, 16, seed=1)
+    w, b = rand(32, 16, seed=1), rand(32, seed=2)
 
     def f(x):
-        return F.relu(F.linear(x, w))
+        return F.relu(F.linear(x, w)), F.gelu(F.linear(x, w, b))
 
     x = rand(8, 16)
     cf = compile(f)
@@ -188,8 +204,9 @@ def test_matmul_of_head_views_in_place(dtype):
     with gemm.pool().serial_blas():
         for x, y in ((q, k.swapaxes(-1, -2)), (q @ k.swapaxes(-1, -2), v),
                      (q.swapaxes(-1, -2), v), (bq, bq.swapaxes(-1, -2)), (bq.swapaxes(-1, -2), bq)):
-            j, la, lb, *_ = gemm._layouts(x, y, x.shape[:-2])
-            assert la is not None and lb is not None
+            c = np.empty(x.shape[:-1] + y.shape[-1:], dtype)
+            j, la, lb, lc, a, b = gemm._layouts(x, y, c, x.shape[:-2])
+            assert a is x and b is y  # read in place, not copied
             tol = 1e-5 if dtype == np.float32 else 1e-12
             np.testing.assert_allclose(gemm.matmul(x, y), np.matmul(x, y), rtol=tol, atol=tol)
 
@@ -255,3 +272,28 @@ def test_set_num_threads_reaches_generated_kernels(tmp_path, env, want):
     assert r.returncode == 0, r.stderr
     first, after = map(int, r.stdout.split())
     assert first == (want or len(os.sched_getaffinity(0))) and after == 1
+
+
+@pytest.mark.parametrize("pool", [True, False])
+def test_product_written_in_its_readers_layout(monkeypatch, pool):
+    """Attention's (p @ v).transpose(1, 2).reshape(B, T, C): the product is written in the
+    layout the transpose sees as contiguous (the drivers take c's strides), so the reshape is
+    a view and no copy kernel runs; without the drivers the eager result is laid out so."""
+    if not pool:
+        monkeypatch.setattr(gemm, "_POOL", [None])
+    p, v = rand(2, 4, 8, 8, seed=1).softmax(-1), rand(2, 4, 8, 16, seed=2)
+
+    def f(x):
+        y = (p @ (v * x)).transpose(1, 2).reshape(2, 8, 64)
+        return y.relu(), (p @ v).transpose(-1, -2).sum(-1)  # transposed matrices: contiguous
+
+    x = rand(16, seed=3)
+    cf = compile(f)
+    with ember.no_grad():
+        close(cf(x), f(x))
+    run = _entry(cf)
+    assert not any("copy" in k.name for k in run.plan.kernels), run.plan.kernels
+    src = run.wrapper_source
+    made = "_empty_strided((2, 4, 8, 16), (512, 16, 64, 1)" if pool else "(512, 16, 64, 1))"
+    assert src.count(made) == 1, src
+    assert ("_gemm_matmul(" in src) == pool and ("_restride(" in src) != pool

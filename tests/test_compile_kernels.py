@@ -287,6 +287,8 @@ def _mlp():
 
 
 def test_linear_bias_and_activation_are_one_kernel_after_the_matmul():
+    """A float32 linear's bias fills the product's output (the gemm drivers, beta = 1); in
+    half precision, which BLAS does not take, it is part of the activation's kernel."""
     model = _mlp()
     cm = compile(model)
     x = rand(5, 16)
@@ -294,6 +296,14 @@ def test_linear_bias_and_activation_are_one_kernel_after_the_matmul():
         same(cm(x), model(x))
     cg = cm._compiled_call._entries[-1].run
     names = [k.name for k in cg.plan.kernels]
+    assert names == ["k0_gelu", "k1_relu"], names
+    assert cg.wrapper_source.count("_gemm_linear(") == 2
+    for step in (s for s in cg.plan.steps if s.kind == "eager"):
+        assert len(step.inputs) == 3, step.node  # input, weight and bias
+    half = compile(_mlp().to(ember.bfloat16))
+    with ember.no_grad():
+        half(x.to(ember.bfloat16))
+    names = [k.name for k in half._compiled_call._entries[-1].run.plan.kernels]
     assert len(names) == 2 and "bias" in names[0] and "gelu" in names[0], names
     assert "relu" in names[1] and "bias" in names[1]
 

@@ -622,15 +622,24 @@ def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False,
                       f"{tuple(b.strides)}, {s.offset})  # no copy")
         elif one_pool and library_call(s.node):
             ins = ", ".join(s.inputs[id(n)].name for n in library_operands(s.node))
-            py.append(f"    {s.outs[0].name} = _gemm_{s.node.target.name}({ins})  "
-                      f"# BLAS on the graph's thread pool")
+            b = s.outs[0]
+            if _planned_layout(b):
+                py.append(f"    {b.name} = _empty_strided({tuple(b.meta.shape)}, "
+                          f"{tuple(b.strides)}, _np_{_dt_name(b)})")
+                py.append(f"    _gemm_{s.node.target.name}({ins}, out={b.name})  "
+                          f"# BLAS on the graph's thread pool, in its reader's layout")
+            else:
+                py.append(f"    {b.name} = _gemm_{s.node.target.name}({ins})  "
+                          f"# BLAS on the graph's thread pool")
         else:
             names = ", ".join(s.outs[j].name for j in range(len(s.outs)))
             ins = ", ".join(b.name for b in s.inputs.values())
             py.append(f"    {names}, = _eager_{s.node.name}({ins})  "
                       f"# ember.ops.{s.node.target.name}, not lowered")
             for b in s.outs:
-                if b.read_by_kernel:
+                if _planned_layout(b):
+                    py.append(f"    {b.name} = _restride({b.name}, {tuple(b.strides)})")
+                elif b.read_by_kernel:
                     py.append(f"    {b.name} = _contig({b.name})")
         for b, reusable in free.get(i, ()):
             if reusable:
@@ -672,6 +681,12 @@ def _dead_after(plan: Plan, kparams: dict) -> dict:
         if name not in keep:
             out.setdefault(i, []).append((b, name in made_by_kernel and name not in eager_read))
     return out
+
+
+def _planned_layout(b) -> bool:
+    """Whether eager step output ``b`` was planned in a layout other than contiguous
+    (Fuser.product_strides)."""
+    return tuple(b.strides) != tuple(contiguous_strides(b.meta.shape))
 
 
 def _dt_name(b) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from .. import _dtype as D
 from . import pytree
 from .graph import Graph, Node, TensorMeta
+from .gemm import library_call
 from .lower import (
     LOWERABLE_DTYPES,
     Buffer,
@@ -401,18 +402,7 @@ class Fuser:
                 r = reshape(self.as_load(buf), shape)
             return r
         if name in PERMUTES:
-            nd = len(src.shape)
-            dims = list(range(nd))
-            if name == "transpose":
-                i, j = _wrap_dim(a["dim0"], nd), _wrap_dim(a["dim1"], nd)
-                dims[i], dims[j] = dims[j], dims[i]
-            elif name == "permute":
-                dims = [_wrap_dim(d, nd) for d in a["dims"]]
-            elif name == "adjoint":
-                dims[-2:] = dims[:-3:-1]
-            else:
-                dims = dims[::-1]
-            return permute(src, dims)
+            return permute(src, _permutation(name, a, len(src.shape)))
         return None
 
     # ------------------------------------------------------------------ rows kernels
@@ -609,9 +599,12 @@ class Fuser:
 
     def bias_epilogue(self, node: Node, a: dict) -> Expr:
         """``linear(x, w, b)``: the library matmul without ``b``, whose add becomes part of the
-        next kernel's expression (with the activation after it): no pass of its own."""
+        next kernel's expression (with the activation after it): no pass of its own. A bias
+        the drivers take (gemm.library_call) fills the product's output instead, so the
+        consumers read one buffer and a product read as is (split into q, k, v) needs no
+        kernel at all."""
         out = node.meta.dtype
-        if out.kind != "f":
+        if out.kind != "f" or library_call(node):
             return None
         pos = node.target.params.index("bias")
         core = Node(node.name, node.kind, node.target,
@@ -698,6 +691,26 @@ class Fuser:
                                     offset=ld.offset))
         return out
 
+    def product_strides(self, node: Node) -> tuple | None:
+        """The layout a matrix product writes when its one reader permutes it with the last
+        dim kept in place (attention heads back to (B, T, H, D)): the one that reader sees
+        as contiguous, so the drivers write the permuted result directly and the reshape
+        after it is a view, not a copy. None (contiguous) otherwise."""
+        users = self.users.get(node, [])  # (linear's core without its bias is no graph node)
+        if node.target.name == "linear" or not library_call(node) or len(users) != 1 or \
+                users[0] is None or users[0].kind != "call" or \
+                users[0].target.name not in PERMUTES:
+            return None
+        shape = node.meta.shape
+        dims = _permutation(users[0].target.name, bound_args(users[0]), len(shape))
+        if dims[-1] != len(shape) - 1 or any(isinstance(n, SymInt) for n in shape):
+            return None
+        within = contiguous_strides(tuple(shape[d] for d in dims))
+        strides = [0] * len(shape)
+        for i, d in enumerate(dims):
+            strides[d] = within[i]
+        return tuple(strides)
+
     def eager(self, node: Node) -> None:
         ins = pytree.collect((node.args, node.kwargs), Node, [])
         bufs = {}
@@ -713,10 +726,25 @@ class Fuser:
             outs = [self.new_buffer(m) for m in node.meta]
             self.val[id(node)] = outs
         else:
-            outs = [self.new_buffer(node.meta)]
+            outs = [self.new_buffer(node.meta, self.product_strides(node))]
             self.val[id(node)] = self.as_load(outs[0])
         self.plan.steps.append(Step("eager", node=node, inputs=bufs, outs=outs,
                                     tuple_out=isinstance(node.meta, tuple)))
+
+
+def _permutation(name: str, a: dict, nd: int) -> list:
+    """The source dim of each result dim of PERMUTES op ``name`` with bound args ``a``."""
+    dims = list(range(nd))
+    if name == "transpose":
+        i, j = _wrap_dim(a["dim0"], nd), _wrap_dim(a["dim1"], nd)
+        dims[i], dims[j] = dims[j], dims[i]
+    elif name == "permute":
+        dims = [_wrap_dim(d, nd) for d in a["dims"]]
+    elif name == "adjoint":
+        dims[-2:] = dims[:-3:-1]
+    else:
+        dims = dims[::-1]
+    return dims
 
 
 class _Refuse(Exception):

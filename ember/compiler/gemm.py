@@ -45,18 +45,21 @@ _DRIVER = """
 typedef void (*em_{T}_gemm_t)(int, int, int, blasint, blasint, blasint, {T}, const {T} *,
                               blasint, const {T} *, blasint, {T}, {T} *, blasint);
 
-/* c[i] = a[i] @ b[i] for i < batch (c contiguous, batch-major). A matrix is (rows, cols) with
-   one unit stride: ``ta`` says it is stored transposed, ``lda`` is its other stride. The
+/* c[i] = a[i] @ b[i] for i < batch. A matrix is (rows, cols) with one unit stride: ``ta``
+   says it is stored transposed, ``lda`` is its other stride (c is never transposed). The
    batch is two nested groups of dims (``inner`` matrices in the inner one) with a stride
    each, ``sa0`` and ``sa1`` (0: shared by the group), so a batch of attention heads viewed
-   in a (B, T, H * D) buffer needs no copy. Work is split into one piece per thread: whole
+   in a (B, T, H * D) buffer needs no copy, and c can be written in that layout too. Work is split into one piece per thread: whole
    matrices when the batch has enough, else blocks of rows of c, or of its columns when a
    is transposed (a weight gradient, x^T @ g: a block of rows would read a strided block of
-   a). Each piece is one BLAS call (BLAS is single-threaded while a graph runs). */
+   a). Each piece is one BLAS call (BLAS is single-threaded while a graph runs). With a
+   ``bias`` (one value per column of c) a piece first fills its block of c with it and the
+   call adds the product in (beta = 1): that costs what beta = 0 does, where BLAS zeroes c
+   before accumulating into it, so linear's bias takes no pass of its own. */
 void em_gemm_{T}(void *fn, int64_t parallel, int64_t batch, int64_t inner, int64_t m,
                  int64_t n, int64_t k, const {T} *a, int64_t sa0, int64_t sa1, int64_t ta,
                  int64_t lda, const {T} *b, int64_t sb0, int64_t sb1, int64_t tb, int64_t ldb,
-                 {T} *c) {{
+                 {T} *c, int64_t sc0, int64_t sc1, int64_t ldc, const {T} *bias) {{
     em_{T}_gemm_t gemm = (em_{T}_gemm_t)fn;
     int nt = parallel ? omp_get_max_threads() : 1;
     int64_t len = ta ? n : m;
@@ -71,12 +74,19 @@ void em_gemm_{T}(void *fn, int64_t parallel, int64_t batch, int64_t inner, int64
         const {T} *b_i = b + i / inner * sb0 + i % inner * sb1;
         if (hi <= lo)
             continue;
+        {T} *c_p = c + i / inner * sc0 + i % inner * sc1 + (ta ? lo : lo * ldc);
+        int64_t rows = ta ? m : hi - lo, cols = ta ? hi - lo : n;
+        if (bias)
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t j = 0; j < cols; ++j)
+                    c_p[r * ldc + j] = bias[(ta ? lo : 0) + j];
+        {T} beta = bias ? ({T})1 : ({T})0;
         if (ta)
             gemm(EM_ROW_MAJOR, EM_TRANS, tb ? EM_TRANS : EM_NO_TRANS, m, hi - lo, k, ({T})1,
-                 a_i, lda, b_i + lo * (tb ? ldb : 1), ldb, ({T})0, c + i * m * n + lo, n);
+                 a_i, lda, b_i + lo * (tb ? ldb : 1), ldb, beta, c_p, ldc);
         else
             gemm(EM_ROW_MAJOR, EM_NO_TRANS, tb ? EM_TRANS : EM_NO_TRANS, hi - lo, n, k, ({T})1,
-                 a_i + lo * lda, lda, b_i, ldb, ({T})0, c + (i * m + lo) * n, n);
+                 a_i + lo * lda, lda, b_i, ldb, beta, c_p, ldc);
     }}
 }}
 """
@@ -92,7 +102,7 @@ def _source(int64: bool) -> str:
 _POOL: list = []  # [Pool | None] once probed
 
 # graph ops computed by the drivers: op name -> its two operand parameters (linear's weight is
-# read transposed, its bias is a separate epilogue by then: fusion.bias_epilogue)
+# read transposed; its bias, when it is one value per output column, fills c first)
 LIBRARY_CALLS = {"matmul": ("input", "other"), "mm": ("input", "mat2"),
                  "bmm": ("input", "mat2"), "linear": ("input", "weight")}
 
@@ -117,7 +127,8 @@ class Pool:
             f = getattr(lib, name)
             f.argtypes = [ctypes.c_void_p] + [ctypes.c_int64] * 6 + \
                 [ctypes.c_void_p] + [ctypes.c_int64] * 4 + [ctypes.c_void_p] + \
-                [ctypes.c_int64] * 4 + [ctypes.c_void_p]
+                [ctypes.c_int64] * 4 + [ctypes.c_void_p] + [ctypes.c_int64] * 3 + \
+                [ctypes.c_void_p]
             f.restype = None
             self.drivers[np.dtype(dt)] = f
 
@@ -194,24 +205,31 @@ def _find_blas() -> tuple | None:
 
 def library_call(node) -> bool:
     """Whether graph node ``node`` (run as an eager step) is a product the drivers compute:
-    a LIBRARY_CALLS op over float32 or float64 tensors of one dtype, without a bias."""
+    a LIBRARY_CALLS op over float32 or float64 tensors of one dtype, with at most a bias of
+    one value per output column."""
     from .lower import bound_args
     ops = LIBRARY_CALLS.get(node.target.name)
     if ops is None:
         return False
     a = bound_args(node)
-    if a.get("bias") is not None:
-        return False
+    bias = a.get("bias")
     metas = [getattr(a.get(p), "meta", None) for p in ops] + [node.meta]
+    if bias is not None:
+        n = node.meta.shape[-1:] if getattr(node.meta, "shape", None) else None
+        if getattr(bias, "meta", None) is None or tuple(bias.meta.shape) != tuple(n or ()):
+            return False
+        metas.append(bias.meta)
     dtypes = {getattr(m, "dtype", None) for m in metas}
     return len(dtypes) == 1 and dtypes.pop() in (D.float32, D.float64)
 
 
 def library_operands(node) -> list:
-    """The graph nodes of a library call's two operands, in order."""
+    """The graph nodes of a library call's operands, in order: the two matrices, then the
+    bias if there is one."""
     from .lower import bound_args
     a = bound_args(node)
-    return [a[p] for p in LIBRARY_CALLS[node.target.name]]
+    bias = [a["bias"]] if a.get("bias") is not None else []
+    return [a[p] for p in LIBRARY_CALLS[node.target.name]] + bias
 
 
 def calls_numpy_blas(node) -> bool:
@@ -222,8 +240,10 @@ def calls_numpy_blas(node) -> bool:
 
 
 # each library call's runner (matmul is defined below, so the names are bound late)
-RUNNERS = {"matmul": lambda a, b: matmul(a, b), "mm": lambda a, b: matmul(a, b),
-           "bmm": lambda a, b: matmul(a, b), "linear": lambda x, w: matmul(x, w.T)}
+RUNNERS = {"matmul": lambda a, b, out=None: matmul(a, b, out=out),
+           "mm": lambda a, b, out=None: matmul(a, b, out=out),
+           "bmm": lambda a, b, out=None: matmul(a, b, out=out),
+           "linear": lambda x, w, b=None: matmul(x, w.T, b)}
 
 
 def _matrix(rs: int, cs: int, rows: int, cols: int) -> tuple[int, int] | None:
@@ -274,47 +294,85 @@ def _layout(a: np.ndarray, batch: tuple, j: int) -> tuple | None:
     return None if s0 is None or s1 is None or m is None else (s0, s1, *m)
 
 
-def _layouts(a: np.ndarray, b: np.ndarray, batch: tuple) -> tuple:
-    """(split, a's layout, b's layout) for the first grouping of the batch dims in two that
-    both operands can be read with, copying an operand when there is none."""
+def _out_layout(c: np.ndarray, batch: tuple, j: int) -> tuple | None:
+    """(outer batch stride, inner batch stride, leading stride) of output ``c`` written as
+    ``batch`` + its matrix (rows with unit stride: the drivers never write c transposed), or
+    None."""
+    lay = _layout(c, batch, j)
+    if lay is None:
+        return None
+    (m, n), isz = c.shape[-2:], c.itemsize
+    rs, cs = c.strides[-2] // isz, c.strides[-1] // isz
+    if n > 1 and cs != 1 or m > 1 and rs < n:
+        return None
+    return lay[0], lay[1], rs if m > 1 else n
+
+
+def _layouts(a: np.ndarray, b: np.ndarray, c: np.ndarray, batch: tuple) -> tuple | None:
+    """(split, a's layout, b's layout, c's, a, b) for the first grouping of the batch dims in
+    two that all three operands can be read (written) with, copying an operand when there is
+    none; None when output ``c`` cannot be written at that grouping."""
     for j in range(len(batch) + 1):
-        la, lb = _layout(a, batch, j), _layout(b, batch, j)
-        if la is not None and lb is not None:
-            return j, la, lb, a, b
-    la, lb = _layout(a, batch, 0), _layout(b, batch, 0)
+        la, lb, lc = _layout(a, batch, j), _layout(b, batch, j), _out_layout(c, batch, j)
+        if la is not None and lb is not None and lc is not None:
+            return j, la, lb, lc, a, b
+    lc = _out_layout(c, batch, 0)
+    if lc is None:
+        return None
     if la is None:
         a = np.ascontiguousarray(np.broadcast_to(a, batch + a.shape[-2:]))
     if lb is None:
         b = np.ascontiguousarray(np.broadcast_to(b, batch + b.shape[-2:]))
-    return 0, _layout(a, batch, 0), _layout(b, batch, 0), a, b
+    return 0, _layout(a, batch, 0), _layout(b, batch, 0), lc, a, b
 
 
-def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``np.matmul(a, b)``, computed by the one-pool drivers when both operands are float32
-    or float64 matrices (batched, broadcast) BLAS can read in place; ~5 us of Python a call."""
+def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None,
+           out: np.ndarray | None = None) -> np.ndarray:
+    """``np.matmul(a, b)`` (plus ``bias``, one value per column, when given), computed by the
+    one-pool drivers when both operands are float32 or float64 matrices (batched, broadcast)
+    BLAS can read in place; ~5 us of Python a call. ``out``: the array to write (of the
+    result's shape and dtype, any layout; the graph's plan picks one its readers want)."""
     p = _POOL[0] if _POOL else pool()
     driver = None if p is None else p.drivers.get(a.dtype)
-    if driver is None or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype:
-        return np.asarray(np.matmul(a, b))  # vector . vector: numpy's scalar as a 0-d array
+    if driver is None or a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or \
+            bias is not None and (bias.dtype != a.dtype or bias.shape != b.shape[-1:]):
+        return _finish(np.asarray(np.matmul(a, b)), bias, out)  # vector . vector: 0-d
     (m, k), (k2, n) = a.shape[-2:], b.shape[-2:]
     if k != k2 or not (m and n and k):
-        return np.matmul(a, b)  # numpy's error or its empty result
+        return _finish(np.matmul(a, b), bias, out)  # numpy's error or its empty result
     if b.ndim == 2 and a.ndim > 2 and a.strides[-1] == a.itemsize and \
-            _batch_stride(a.shape[:-1], [s // a.itemsize for s in a.strides[:-1]]) is not None:
+            _batch_stride(a.shape[:-1], [s // a.itemsize for s in a.strides[:-1]]) is not None \
+            and (out is None or out.flags.c_contiguous):
         # a stack of row-major matrices times one matrix: one product of all their rows
-        out = np.empty(a.shape[:-1] + (n,), a.dtype)
-        a = a.reshape(-1, k)
+        res = np.empty(a.shape[:-1] + (n,), a.dtype) if out is None else out
+        a, c = a.reshape(-1, k), res.reshape(-1, n)
         batch, bshape = 1, ()
     else:
         bshape = a.shape[:-2] if a.shape[:-2] == b.shape[:-2] else \
             np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        out = np.empty(bshape + (m, n), a.dtype)
+        res = c = np.empty(bshape + (m, n), a.dtype) if out is None else out
         batch = math.prod(bshape)
         if not batch:
-            return out  # an empty batch (the driver would divide by it)
-    j, la, lb, a, b = _layouts(a, b, bshape)
-    m = a.shape[-2]
+            return res  # an empty batch (the driver would divide by it)
+    lay = _layouts(a, b, c, bshape)
+    if lay is None:  # an output layout BLAS cannot write: through a contiguous temporary
+        return _finish(matmul(a, b, bias), None, out)
+    j, la, lb, lc, a, b = lay
+    m = a.shape[-2]  # a stack's rows are one matrix
+    if bias is not None:
+        bias = np.ascontiguousarray(bias)
     driver(p.fns[a.dtype], batch * m * n * k >= PARALLEL_MIN_FLOPS, batch,
            math.prod(bshape[j:]), m, n, k, a.ctypes.data, *la, b.ctypes.data, *lb,
-           out.ctypes.data)
+           c.ctypes.data, *lc, None if bias is None else bias.ctypes.data)
+    return res
+
+
+def _finish(res: np.ndarray, bias: np.ndarray | None, out: np.ndarray | None) -> np.ndarray:
+    """A product the drivers did not compute: the bias added (numpy's promotion), written
+    into ``out`` when one is given."""
+    if bias is not None:
+        res = np.asarray(res + bias)
+    if out is None:
+        return res
+    out[...] = res
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 from collections.abc import Callable
 
@@ -74,7 +75,8 @@ class CompiledGraph:
         self.c_source, self.wrapper_source, kparams = generate(
             self.plan, openmp, contiguous_inputs, one_pool=self.one_pool)
         env: dict = {"_empty": np.empty, "_contig": _contiguous, "_wrap": _wrap,
-                     "_view": _view}
+                     "_view": _view, "_empty_strided": _empty_strided,
+                     "_restride": _restride}
         for dt in D.ALL:
             name = dt.name
             env[f"_np_{name}"] = dt.np
@@ -127,6 +129,20 @@ def _view(a: np.ndarray, shape: tuple, strides: tuple, offset: int = 0) -> np.nd
     if offset:  # a's data pointer moved on by ``offset`` elements, whatever a's layout
         a = np.lib.stride_tricks.as_strided(a, (offset + 1,), (a.itemsize,))[offset:]
     return np.lib.stride_tricks.as_strided(a, shape, st)
+
+
+def _empty_strided(shape: tuple, strides: tuple, dtype) -> np.ndarray:
+    """An uninitialised array laid out with element ``strides``, a permutation of a
+    contiguous layout (a matrix product written the way its reader permutes it)."""
+    buf = np.empty(math.prod(shape), dtype)
+    return np.ndarray(shape, dtype, buf, 0, tuple(s * buf.itemsize for s in strides))
+
+
+def _restride(a: np.ndarray, strides: tuple) -> np.ndarray:
+    """``a``'s values laid out with the element ``strides`` the plan gave its buffer."""
+    out = _empty_strided(a.shape, strides, a.dtype)
+    out[...] = a
+    return out
 
 
 def _eager_step(node: Node, input_ids: list, tuple_out: bool) -> Callable:
