@@ -9,7 +9,7 @@ import pytest
 from compile_util import close, fresh_compiler, rand  # noqa: F401 (autouse fixture)
 
 import ember
-from ember.compiler import codegen_c, compile, gemm
+from ember.compiler import codegen_c, compile, fusion, gemm
 
 F = ember.nn.functional
 
@@ -297,3 +297,31 @@ def test_product_written_in_its_readers_layout(monkeypatch, pool):
     made = "_empty_strided((2, 4, 8, 16), (512, 16, 64, 1)" if pool else "(512, 16, 64, 1))"
     assert src.count(made) == 1, src
     assert ("_gemm_matmul(" in src) == pool and ("_restride(" in src) != pool
+
+
+def test_saved_views_reach_the_backward_uncopied():
+    """A training forward returns saved values that are parts of its own buffers (the
+    split halves of one product) as views, not copies; the backward graph reads them in that
+    layout, and re-lays out a saved value that arrives otherwise (a contiguous clone)."""
+    w = rand(32, 64, seed=1).requires_grad_()
+
+    def f(x):
+        a, b = (x @ w).split(32, -1)
+        return (a.sin() * b.cos()).sum()
+
+    x = rand(16, 32, seed=2).requires_grad_()
+    cf = compile(f)
+    cf(x).backward()
+    got = (x.grad, w.grad)
+    x.grad = w.grad = None
+    f(x).backward()
+    close(got, (x.grad, w.grad))
+    run = _entry(cf)
+    assert not any("copy" in k.name for k in run.forward.plan.kernels)
+    views = [o for o in run.forward.plan.outputs if isinstance(o, fusion.Load)]
+    assert len(views) == 2 and {v.offset for v in views} == {0, 32}, views
+    saved = run.forward(x, w)[1:]
+    grad = ember.ones(())
+    want = run.backward(*saved, grad)
+    relaid = run.backward(*[s.contiguous().clone() for s in saved], grad)
+    close(relaid, want)

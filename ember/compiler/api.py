@@ -88,7 +88,8 @@ def _needs_grad(example_inputs: list) -> bool:
 
 def _training(gm: GraphModule, example_inputs: list, make: Callable) -> Callable:
     """Forward graph (+ saved values) and derived backward graph, each built by
-    ``make(graph, example_inputs, contiguous_inputs)``, joined by one autograd node. Falls
+    ``make(graph, example_inputs, contiguous_inputs[, views_from])`` (CompiledGraph's
+    parameters), joined by one autograd node. Falls
     back to running the graph op by op with eager autograd when a rule cannot be traced."""
     from .autograd import derive_backward, make_training_callable
 
@@ -101,8 +102,13 @@ def _training(gm: GraphModule, example_inputs: list, make: Callable) -> Callable
     bwd = run_pipeline(bwd)
     _log("graph", "backward graph:\n%s", bwd)
     fwd = g.copy_with(g.nodes, g.outputs + saved)
-    f = make(fwd, example_inputs, False)
-    b = make(bwd, None, True)
+    f = make(fwd, example_inputs, False, len(g.outputs))
+    # the saved values come laid out as the forward returns them (views of its buffers);
+    # the backward checks that and re-lays any that are not (a clone made for a write-back)
+    laid = getattr(f, "output_strides", None)
+    layouts = True if laid is None else \
+        laid()[len(g.outputs):] + [None] * (len(bwd.inputs) - len(saved))
+    b = make(bwd, None, layouts)
     return make_training_callable([o.meta for o in g.outputs], f, b, len(example_inputs),
                                   wanted, graph=g, backward_graph=bwd)
 
@@ -113,7 +119,7 @@ def _input_shapes(graph: Graph) -> list[tuple]:
 
 def _aot_eager_backend(gm: GraphModule, example_inputs: list) -> Callable:
     if _needs_grad(example_inputs):
-        return _training(gm, example_inputs, lambda g, ex, contig: symbolic.bind_calls(
+        return _training(gm, example_inputs, lambda g, ex, *_: symbolic.bind_calls(
             interpret(g), _input_shapes(g), g.nodes))
     return gm
 
@@ -134,12 +140,12 @@ class _Strided:
 def _inductor_backend(gm: GraphModule, example_inputs: list, options: dict) -> Callable:
     from .inductor import CompiledGraph
 
-    def make(graph, ex, contiguous):
+    def make(graph, ex, contiguous, views_from=None):
         shapes = _input_shapes(graph)
         if ex is not None:
             ex = [_Strided(t, sh) for t, sh in zip(ex, shapes)]
         cg = CompiledGraph(graph, ex, openmp=options.get("openmp", True),
-                           contiguous_inputs=contiguous)
+                           contiguous_inputs=contiguous, views_from=views_from)
         _log("output_code", "generated C:\n%s\nwrapper:\n%s", cg.c_source, cg.wrapper_source)
         for line in cg.plan.fusion_log:
             _log("fusion", line)

@@ -584,8 +584,10 @@ def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False,
              one_pool: bool = False) -> tuple[str, str, dict]:
     """``(c_source, wrapper_source, kernel_params)``: the C translation unit, the Python
     wrapper's source, and each kernel's parameter buffer names (inputs, then outputs).
-    ``one_pool``: the graph runs with numpy's BLAS on one thread, its matrix products call
-    gemm.py's drivers and its kernels go parallel from OMP_MIN_ELEMENTS_ONE_POOL."""
+    ``contiguous_inputs``: the wrapper lays each input out as the plan assumed (its buffer's
+    strides) first, when it is not already. ``one_pool``: the graph runs with numpy's BLAS
+    on one thread, its matrix products call gemm.py's drivers and its kernels go parallel
+    from OMP_MIN_ELEMENTS_ONE_POOL."""
     chunks = []
     kparams = {}
     binds = wrapper_bindings([b.meta.shape for b in plan.inputs])  # dynamic shapes' sizes
@@ -600,7 +602,10 @@ def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False,
     chunks.insert(0, _prelude(chunks))
     py = ["def call(inputs):"]
     for i, b in enumerate(plan.inputs):
-        src = f"_contig(inputs[{i}]._data)" if contiguous_inputs else f"inputs[{i}]._data"
+        src = f"inputs[{i}]._data"
+        if contiguous_inputs:
+            src = f"_restride({src}, {tuple(b.strides)})" if _planned_layout(b) else \
+                f"_contig({src})"
         py.append(f"    {b.name} = {src}  # {b.meta}")
     py += [f"    {n} = {v}" for n, v in binds]
     free = _dead_after(plan, kparams)
@@ -648,8 +653,13 @@ def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False,
                 py.append(f"    del {b.name}")
     rets = []
     for o in plan.outputs:
-        rets.append(f"inputs[{o[1]}]" if isinstance(o, tuple) else
-                    f"_wrap({o.name}, _dt_{_dt_name(o)})")
+        if isinstance(o, tuple):
+            rets.append(f"inputs[{o[1]}]")
+        elif isinstance(o, Load):
+            view = f"_view({o.buf.name}, {tuple(o.shape)}, {tuple(o.strides)}, {o.offset})"
+            rets.append(f"_wrap({view}, _dt_{_dt_name(o.buf)})")
+        else:
+            rets.append(f"_wrap({o.name}, _dt_{_dt_name(o)})")
     py.append(f"    return ({''.join(r + ', ' for r in rets)})")
     return "\n\n".join(chunks) + "\n", "\n".join(py) + "\n", kparams
 
@@ -675,7 +685,8 @@ def _dead_after(plan: Plan, kparams: dict) -> dict:
         for b in reads:
             last[b.name] = (i, b)
     keep = {b.name for b in plan.inputs}
-    keep.update(o.name for o in plan.outputs if not isinstance(o, tuple))
+    keep.update(o.buf.name if isinstance(o, Load) else o.name
+                for o in plan.outputs if not isinstance(o, tuple))
     out: dict = {}
     for name, (i, b) in last.items():
         if name not in keep:

@@ -198,7 +198,8 @@ class Plan:
         self.steps: list[Step] = []
         self.kernels: list[Kernel] = []
         self.inputs: list[Buffer] = []
-        self.outputs: list[Any] = []  # Buffer, or ("input", i) for an input returned as is
+        # Buffer, ("input", i) for an input returned as is, or Load: a view of a buffer
+        self.outputs: list[Any] = []
         self.fusion_log: list[str] = []
         self.kernel_sources: dict[str, str] = {}  # kernel name -> its C function (codegen)
 
@@ -223,8 +224,9 @@ def _numel(shape) -> int:
 
 
 class Fuser:
-    def __init__(self, graph: Graph, input_strides: list[tuple]):
+    def __init__(self, graph: Graph, input_strides: list[tuple], views_from: int | None = None):
         self.g = graph
+        self.views_from = views_from
         self.plan = Plan()
         self.users = graph.users()
         self.val: dict[int, Any] = {}
@@ -344,11 +346,20 @@ class Fuser:
                 self.val[id(node)] = v if isinstance(v, Expr) else self.as_load(v)
             else:
                 self.call(node)
-        for o in self.g.outputs:
+        fresh = {id(b) for st in self.plan.steps
+                 for b in (st.kernel.outs if st.kind == "kernel" else
+                           st.outs if st.kind == "eager" and library_call(st.node) else ())}
+        for i, o in enumerate(self.g.outputs):
             if o.kind in ("input", "param"):
                 self.plan.outputs.append(("input", ins.index(o)))
+                continue
+            v = self.val[id(o)]
+            if self.views_from is not None and i >= self.views_from and \
+                    isinstance(v, Load) and not v.whole and id(v.buf) in fresh and \
+                    not any(isinstance(n, SymInt) for n in (*v.shape, *v.strides, v.offset)):
+                self.plan.outputs.append(v)  # a view of memory this graph made: no copy
             else:
-                self.plan.outputs.append(self.materialize(self.val[id(o)], ""))
+                self.plan.outputs.append(self.materialize(v, ""))
         self.finish()
         return self.plan
 
@@ -578,6 +589,7 @@ class Fuser:
             if s.kind != "kernel":
                 used.update(id(b) for b in s.inputs.values())
         used.update(id(o) for o in self.plan.outputs if isinstance(o, Buffer))
+        used.update(id(o.buf) for o in self.plan.outputs if isinstance(o, Load))
         for k in self.rows_kernels:
             k.scalar_outs = [(b, e) for b, e in k.scalar_outs if id(b) in used]
             labels: list = []
@@ -751,6 +763,8 @@ class _Refuse(Exception):
     pass
 
 
-def plan(graph: Graph, input_strides: list[tuple]) -> Plan:
-    """Lower ``graph`` (inputs laid out with ``input_strides``) to kernels and eager steps."""
-    return Fuser(graph, input_strides).run()
+def plan(graph: Graph, input_strides: list[tuple], views_from: int | None = None) -> Plan:
+    """Lower ``graph`` (inputs laid out with ``input_strides``) to kernels and eager steps.
+    Outputs from index ``views_from`` on (a training forward's saved values, which only the
+    backward graph reads) may be strided views of buffers the graph made, not copies."""
+    return Fuser(graph, input_strides, views_from).run()

@@ -60,17 +60,22 @@ class CompiledGraph:
     """A graph turned into native kernels plus a generated Python wrapper."""
 
     def __init__(self, graph: Graph, example_inputs: list, openmp: bool = True,
-                 contiguous_inputs: bool = False, one_pool: bool = True):
+                 contiguous_inputs: bool | list = False, one_pool: bool = True,
+                 views_from: int | None = None):
         """``contiguous_inputs``: assume nothing about the inputs' strides (no guard covers
         them, as for a backward graph's incoming gradients); the wrapper makes them
-        contiguous first. ``one_pool``: run on one thread pool (gemm.py) where possible;
+        contiguous first, or, given a list, lays input i out with strides ``[i]`` (None:
+        contiguous) where it is not already (a backward graph's saved values, as the forward
+        made them). ``one_pool``: run on one thread pool (gemm.py) where possible;
         eager-mode kernels (backends/native.py) run between numpy's BLAS calls and pass
-        False."""
+        False. ``views_from``: fusion.plan's."""
         self.graph = graph
         self.units = 0  # translation units the kernels were built in
-        strides = [contiguous_strides(n.meta.shape) for n in graph.inputs] \
-            if contiguous_inputs else [t.stride() for t in example_inputs]
-        self.plan = make_plan(graph, strides)
+        strides = [t.stride() for t in example_inputs] if contiguous_inputs is False else \
+            [contiguous_strides(n.meta.shape) if contiguous_inputs is True or
+             contiguous_inputs[i] is None else contiguous_inputs[i]
+             for i, n in enumerate(graph.inputs)]
+        self.plan = make_plan(graph, strides, views_from)
         self.one_pool, self.pool = _one_pool(self.plan, one_pool and openmp)
         self.c_source, self.wrapper_source, kparams = generate(
             self.plan, openmp, contiguous_inputs, one_pool=self.one_pool)
@@ -98,6 +103,12 @@ class CompiledGraph:
                 env[f"_eager_{s.node.name}"] = _eager_step(s.node, list(s.inputs), s.tuple_out)
         exec(compile(self.wrapper_source, f"<ember generated wrapper {id(self)}>", "exec"), env)
         self._call = env["call"]
+
+    def output_strides(self) -> list:
+        """Each output's element strides as the wrapper returns it (None: a graph input
+        returned as is, laid out as the caller's)."""
+        return [None if isinstance(o, tuple) else tuple(o.strides)
+                for o in self.plan.outputs]
 
     def __call__(self, *flat_inputs) -> tuple:
         if self.pool is None:
@@ -132,14 +143,20 @@ def _view(a: np.ndarray, shape: tuple, strides: tuple, offset: int = 0) -> np.nd
 
 
 def _empty_strided(shape: tuple, strides: tuple, dtype) -> np.ndarray:
-    """An uninitialised array laid out with element ``strides``, a permutation of a
-    contiguous layout (a matrix product written the way its reader permutes it)."""
-    buf = np.empty(math.prod(shape), dtype)
+    """An uninitialised array laid out with (non-negative) element ``strides``: a matrix
+    product written the way its reader permutes it, or a saved value's layout (a part of a
+    buffer, with gaps)."""
+    if not math.prod(shape):
+        return np.empty(shape, dtype)
+    buf = np.empty(1 + sum((n - 1) * s for n, s in zip(shape, strides)), dtype)
     return np.ndarray(shape, dtype, buf, 0, tuple(s * buf.itemsize for s in strides))
 
 
 def _restride(a: np.ndarray, strides: tuple) -> np.ndarray:
-    """``a``'s values laid out with the element ``strides`` the plan gave its buffer."""
+    """``a``'s values laid out with the element ``strides`` the plan gave its buffer (``a``
+    itself when it already is)."""
+    if a.strides == tuple(s * a.itemsize for s in strides):
+        return a
     out = _empty_strided(a.shape, strides, a.dtype)
     out[...] = a
     return out
