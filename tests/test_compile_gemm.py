@@ -77,6 +77,7 @@ def test_matmul_matches_numpy(dtype, la, lb):
                               want.shape[-1:], np.nan, dtype).swapaxes(-3, -2) \
                 if want.ndim >= 3 else np.full(want.shape, np.nan, dtype)
             outs = [(gemm.matmul(a, b, out=o), o) for o in (out, swapped)]
+            outs += [(o, o) for o in (out.copy(), swapped.copy()) if _direct(a, b, o)]
             for got, o in outs:
                 assert got is o, (sa, sb)
             for got, want in ((gemm.matmul(a, b), want), (gemm.matmul(a, b, bias), want + bias),
@@ -86,6 +87,19 @@ def test_matmul_matches_numpy(dtype, la, lb):
                 tol = 1e-5 if dtype == np.float32 else 1e-12
                 np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10,
                                            err_msg=str((sa, sb)))
+
+
+def _direct(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> bool:
+    """c = a @ b by one driver call with gemm.static_args (what a compiled graph's wrapper
+    emits when shapes and strides are known), if it takes these layouts."""
+    el = [tuple(s // x.itemsize for s in x.strides) for x in (a, b, c)]
+    args = gemm.static_args((a.shape, el[0]), (b.shape, el[1]), (c.shape, el[2]), a.dtype)
+    if args is None or a.dtype != b.dtype or c.dtype != a.dtype:
+        return False
+    (head, la, lb, lc), p = args, gemm.pool()
+    p.drivers[a.dtype](p.fns[a.dtype], *head, a.ctypes.data, *la, b.ctypes.data, *lb,
+                       c.ctypes.data, *lc, None)
+    return True
 
 
 def test_matmul_falls_back_for_other_dtypes():
@@ -123,8 +137,9 @@ def test_graph_products_run_on_one_pool():
         close(cf(x), f(x))
     assert gemm.pool()._get() == before
     src = _entry(cf).wrapper_source
-    for name in ("linear", "matmul", "mm", "bmm"):
-        assert f"_gemm_{name}(" in src and f"# ember.ops.{name}," not in src, name
+    for name in ("linear", "matmul", "mm", "bmm"):  # each a direct driver call
+        assert f"# {name}: BLAS on the graph's thread pool" in src, name
+        assert f"# ember.ops.{name}," not in src and f"_gemm_{name}(" not in src, name
 
 
 def test_training_graph_on_one_pool_matches_eager():
@@ -156,7 +171,7 @@ def test_graph_with_numpy_blas_eager_step_keeps_numpy_threads():
     with ember.no_grad():
         close(cf(x), f(x))
     run = _entry(cf)
-    assert run.pool is None and "_gemm_" not in run.wrapper_source
+    assert run.pool is None and "BLAS on the graph" not in run.wrapper_source
     assert "#pragma omp parallel" not in run.c_source
 
 
@@ -188,7 +203,7 @@ def test_no_pool_graphs_still_work(monkeypatch):
     cf = compile(f)
     with ember.no_grad():
         close(cf(x), f(x))
-    assert "_gemm_" not in _entry(cf).wrapper_source
+    assert "BLAS on the graph" not in _entry(cf).wrapper_source
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -296,7 +311,7 @@ def test_product_written_in_its_readers_layout(monkeypatch, pool):
     src = run.wrapper_source
     made = "_empty_strided((2, 4, 8, 16), (512, 16, 64, 1)" if pool else "(512, 16, 64, 1))"
     assert src.count(made) == 1, src
-    assert ("_gemm_matmul(" in src) == pool and ("_restride(" in src) != pool
+    assert ("# matmul: BLAS" in src) == pool and ("_restride(" in src) != pool
 
 
 def test_saved_views_reach_the_backward_uncopied():

@@ -16,6 +16,7 @@ from ..backends.special import NCDF_D, NCDF_N
 from .codegen_rows import (COLUMNS, KEPT_ROW_MAX, _column_mode, _columns_body, _row_cache,
                            _rows_body)
 from .fusion import CatKernel, Kernel, Plan, RowsKernel
+from . import gemm
 from .gemm import library_call, library_operands
 from .lower import Const, Expr, Load, RowRef, contiguous_strides
 from .symbolic import SymInt, wrapper_bindings
@@ -609,6 +610,11 @@ def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False,
         py.append(f"    {b.name} = {src}  # {b.meta}")
     py += [f"    {n} = {v}" for n, v in binds]
     free = _dead_after(plan, kparams)
+    if one_pool:  # a product's driver call reads its operands in their planned layouts
+        for s in plan.steps:
+            if s.kind == "eager" and library_call(s.node):
+                for b in s.inputs.values():
+                    b.read_by_kernel = True
     pool: dict = {}  # (shape, dtype) -> dead kernel outputs whose memory a new one can take
     for i, s in enumerate(plan.steps):
         if s.kind == "kernel":
@@ -626,16 +632,8 @@ def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False,
             py.append(f"    {b.name} = _view({s.src.name}, {tuple(b.meta.shape)}, "
                       f"{tuple(b.strides)}, {s.offset})  # no copy")
         elif one_pool and library_call(s.node):
-            ins = ", ".join(s.inputs[id(n)].name for n in library_operands(s.node))
-            b = s.outs[0]
-            if _planned_layout(b):
-                py.append(f"    {b.name} = _empty_strided({tuple(b.meta.shape)}, "
-                          f"{tuple(b.strides)}, _np_{_dt_name(b)})")
-                py.append(f"    _gemm_{s.node.target.name}({ins}, out={b.name})  "
-                          f"# BLAS on the graph's thread pool, in its reader's layout")
-            else:
-                py.append(f"    {b.name} = _gemm_{s.node.target.name}({ins})  "
-                          f"# BLAS on the graph's thread pool")
+            py += _library_call(s.node, [s.inputs[id(n)] for n in library_operands(s.node)],
+                                s.outs[0])
         else:
             names = ", ".join(s.outs[j].name for j in range(len(s.outs)))
             ins = ", ".join(b.name for b in s.inputs.values())
@@ -692,6 +690,40 @@ def _dead_after(plan: Plan, kparams: dict) -> dict:
         if name not in keep:
             out.setdefault(i, []).append((b, name in made_by_kernel and name not in eager_read))
     return out
+
+
+def _library_call(node, ops: list, out) -> list[str]:
+    """Wrapper lines computing matrix product ``node`` (operand buffers ``ops``: the two
+    matrices, then linear's bias) into ``out`` with gemm.py's driver. With static shapes the
+    driver's arguments are worked out here and the line calls it directly; else the line
+    calls gemm.matmul, which works them out from the arrays."""
+    a, b = ops[0], ops[1]
+    shape_b, strides_b = tuple(b.meta.shape), tuple(b.strides)
+    if node.target.name == "linear":  # the weight, read transposed
+        shape_b, strides_b = shape_b[::-1], strides_b[::-1]
+    dims = (*a.meta.shape, *a.strides, *shape_b, *strides_b, *out.meta.shape, *out.strides)
+    static = all(type(d) is int for d in dims) and \
+        (len(ops) < 3 or tuple(ops[2].strides) == (1,)) and gemm.static_args(
+            (tuple(a.meta.shape), tuple(a.strides)), (shape_b, strides_b),
+            (tuple(out.meta.shape), tuple(out.strides)), out.meta.dtype.np)
+    dt = _dt_name(out)
+    alloc = f"_empty_strided({tuple(out.meta.shape)}, {tuple(out.strides)}, _np_{dt})" \
+        if _planned_layout(out) else f"_empty({tuple(out.meta.shape)}, _np_{dt})"
+    if static:
+        head, la, lb, lc = static
+        nums = lambda t: ", ".join(str(int(v)) for v in t)  # noqa: E731
+        bias = f"{ops[2].name}.ctypes.data" if len(ops) > 2 else "None"
+        return [f"    {out.name} = {alloc}",
+                f"    _drv_{dt}(_blas_{dt}, {nums(head)}, {a.name}.ctypes.data, {nums(la)}, "
+                f"{b.name}.ctypes.data, {nums(lb)}, {out.name}.ctypes.data, {nums(lc)}, "
+                f"{bias})  # {node.target.name}: BLAS on the graph's thread pool"]
+    ins = ", ".join(o.name for o in ops)
+    if _planned_layout(out):
+        return [f"    {out.name} = {alloc}",
+                f"    _gemm_{node.target.name}({ins}, out={out.name})  "
+                f"# BLAS on the graph's thread pool, in its reader's layout"]
+    return [f"    {out.name} = _gemm_{node.target.name}({ins})  "
+            f"# BLAS on the graph's thread pool"]
 
 
 def _planned_layout(b) -> bool:

@@ -98,6 +98,10 @@ class CompiledGraph:
                 fn.restype = None
                 env[f"_k_{k.name}"] = fn
         env.update({f"_gemm_{name}": fn for name, fn in gemm.RUNNERS.items()})
+        if self.pool is not None:  # the drivers and BLAS entry points, called directly
+            for dt in (D.float32, D.float64):
+                env[f"_drv_{dt.name}"] = self.pool.drivers[np.dtype(dt.np)]
+                env[f"_blas_{dt.name}"] = self.pool.fns[np.dtype(dt.np)]
         for s in self.plan.steps:
             if s.kind == "eager":
                 env[f"_eager_{s.node.name}"] = _eager_step(s.node, list(s.inputs), s.tuple_out)
