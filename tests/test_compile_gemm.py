@@ -340,3 +340,29 @@ def test_saved_views_reach_the_backward_uncopied():
     want = run.backward(*saved, grad)
     relaid = run.backward(*[s.contiguous().clone() for s in saved], grad)
     close(relaid, want)
+
+
+def test_view_read_only_by_driver_calls_is_pointer_arithmetic():
+    """A strided view that only direct driver calls read is never made as an array: the
+    call takes its source's pointer plus the offset, and the source stays alive (no del)
+    until that call, though no array refers to it."""
+    w, w1 = rand(16, 8, seed=1), rand(32, 32, seed=3)
+
+    def f(x):
+        y = x @ w1
+        a = y.narrow(1, 16, 16)  # read only by the product below
+        z = (x + 1).exp().sum()  # allocations in between
+        return a @ w + z
+
+    x = rand(64, 32, seed=2)
+    cf = compile(f)
+    with ember.no_grad():
+        close(cf(x), f(x))
+    src = _entry(cf).wrapper_source
+    lines = src.splitlines()
+    call = [i for i, ln in enumerate(lines) if "# matmul: BLAS" in ln][-1]
+    offset = lines[call].split("_drv_float32(_blas_float32, ")[1].split(",")[6].strip()
+    base = offset.split(" + ")[0]
+    assert offset == f"{base} + 64" and "_view(" not in src, lines[call]
+    dels = [i for i, ln in enumerate(lines) if ln.strip() == f"del {base[2:]}"]
+    assert all(i > call for i in dels), src

@@ -16,10 +16,9 @@ from ..backends.special import NCDF_D, NCDF_N
 from .codegen_rows import (COLUMNS, KEPT_ROW_MAX, _column_mode, _columns_body, _row_cache,
                            _rows_body)
 from .fusion import CatKernel, Kernel, Plan, RowsKernel
-from . import gemm
-from .gemm import library_call, library_operands
 from .lower import Const, Expr, Load, RowRef, contiguous_strides
 from .symbolic import SymInt, wrapper_bindings
+from .wrapper import wrapper_source
 
 CTYPE = {D.float32: "float", D.float64: "double", D.float16: "float", D.bfloat16: "float",
          D.int8: "int8_t", D.int16: "int16_t", D.int32: "int32_t", D.int64: "int64_t",
@@ -601,137 +600,5 @@ def generate(plan: Plan, openmp: bool, contiguous_inputs: bool = False,
         plan.kernel_sources[k.name] = src  # for building in several units
         kparams[k.name] = params
     chunks.insert(0, _prelude(chunks))
-    py = ["def call(inputs):"]
-    for i, b in enumerate(plan.inputs):
-        src = f"inputs[{i}]._data"
-        if contiguous_inputs:
-            src = f"_restride({src}, {tuple(b.strides)})" if _planned_layout(b) else \
-                f"_contig({src})"
-        py.append(f"    {b.name} = {src}  # {b.meta}")
-    py += [f"    {n} = {v}" for n, v in binds]
-    free = _dead_after(plan, kparams)
-    if one_pool:  # a product's driver call reads its operands in their planned layouts
-        for s in plan.steps:
-            if s.kind == "eager" and library_call(s.node):
-                for b in s.inputs.values():
-                    b.read_by_kernel = True
-    pool: dict = {}  # (shape, dtype) -> dead kernel outputs whose memory a new one can take
-    for i, s in enumerate(plan.steps):
-        if s.kind == "kernel":
-            k = s.kernel
-            for b in k.outs:
-                key = (str(tuple(b.meta.shape)), _dt_name(b))
-                if pool.get(key):
-                    py.append(f"    {b.name} = {pool[key].pop()}  # dead buffer reused")
-                else:
-                    py.append(f"    {b.name} = _empty({b.meta.shape}, _np_{_dt_name(b)})")
-            ptrs = ", ".join([f"{n}.ctypes.data" for n in kparams[k.name]] + syms)
-            py.append(f"    _k_{k.name}({ptrs})")
-        elif s.kind == "view":
-            b = s.outs[0]
-            py.append(f"    {b.name} = _view({s.src.name}, {tuple(b.meta.shape)}, "
-                      f"{tuple(b.strides)}, {s.offset})  # no copy")
-        elif one_pool and library_call(s.node):
-            py += _library_call(s.node, [s.inputs[id(n)] for n in library_operands(s.node)],
-                                s.outs[0])
-        else:
-            names = ", ".join(s.outs[j].name for j in range(len(s.outs)))
-            ins = ", ".join(b.name for b in s.inputs.values())
-            py.append(f"    {names}, = _eager_{s.node.name}({ins})  "
-                      f"# ember.ops.{s.node.target.name}, not lowered")
-            for b in s.outs:
-                if _planned_layout(b):
-                    py.append(f"    {b.name} = _restride({b.name}, {tuple(b.strides)})")
-                elif b.read_by_kernel:
-                    py.append(f"    {b.name} = _contig({b.name})")
-        for b, reusable in free.get(i, ()):
-            if reusable:
-                pool.setdefault((str(tuple(b.meta.shape)), _dt_name(b)), []).append(b.name)
-            else:
-                py.append(f"    del {b.name}")
-    rets = []
-    for o in plan.outputs:
-        if isinstance(o, tuple):
-            rets.append(f"inputs[{o[1]}]")
-        elif isinstance(o, Load):
-            view = f"_view({o.buf.name}, {tuple(o.shape)}, {tuple(o.strides)}, {o.offset})"
-            rets.append(f"_wrap({view}, _dt_{_dt_name(o.buf)})")
-        else:
-            rets.append(f"_wrap({o.name}, _dt_{_dt_name(o)})")
-    py.append(f"    return ({''.join(r + ', ' for r in rets)})")
-    return "\n\n".join(chunks) + "\n", "\n".join(py) + "\n", kparams
-
-
-def _dead_after(plan: Plan, kparams: dict) -> dict:
-    """step index -> [(buffer, reusable)] for the buffers last read by that step. Only a kernel
-    output read by kernels alone is reusable: an eager op may have returned a view of it."""
-    last: dict = {}
-    eager_read: set = set()
-    made_by_kernel: dict = {}
-    for i, s in enumerate(plan.steps):
-        if s.kind == "kernel":
-            for b in s.kernel.outs:
-                made_by_kernel[b.name] = b
-                last.setdefault(b.name, (i, b))
-            names = set(kparams[s.kernel.name]) - {b.name for b in s.kernel.outs}
-            reads = [b for b in plan.buffers if b.name in names]
-        else:
-            reads = list(s.inputs.values())
-            eager_read.update(b.name for b in reads)
-            for b in s.outs:
-                last.setdefault(b.name, (i, b))
-        for b in reads:
-            last[b.name] = (i, b)
-    keep = {b.name for b in plan.inputs}
-    keep.update(o.buf.name if isinstance(o, Load) else o.name
-                for o in plan.outputs if not isinstance(o, tuple))
-    out: dict = {}
-    for name, (i, b) in last.items():
-        if name not in keep:
-            out.setdefault(i, []).append((b, name in made_by_kernel and name not in eager_read))
-    return out
-
-
-def _library_call(node, ops: list, out) -> list[str]:
-    """Wrapper lines computing matrix product ``node`` (operand buffers ``ops``: the two
-    matrices, then linear's bias) into ``out`` with gemm.py's driver. With static shapes the
-    driver's arguments are worked out here and the line calls it directly; else the line
-    calls gemm.matmul, which works them out from the arrays."""
-    a, b = ops[0], ops[1]
-    shape_b, strides_b = tuple(b.meta.shape), tuple(b.strides)
-    if node.target.name == "linear":  # the weight, read transposed
-        shape_b, strides_b = shape_b[::-1], strides_b[::-1]
-    dims = (*a.meta.shape, *a.strides, *shape_b, *strides_b, *out.meta.shape, *out.strides)
-    static = all(type(d) is int for d in dims) and \
-        (len(ops) < 3 or tuple(ops[2].strides) == (1,)) and gemm.static_args(
-            (tuple(a.meta.shape), tuple(a.strides)), (shape_b, strides_b),
-            (tuple(out.meta.shape), tuple(out.strides)), out.meta.dtype.np)
-    dt = _dt_name(out)
-    alloc = f"_empty_strided({tuple(out.meta.shape)}, {tuple(out.strides)}, _np_{dt})" \
-        if _planned_layout(out) else f"_empty({tuple(out.meta.shape)}, _np_{dt})"
-    if static:
-        head, la, lb, lc = static
-        nums = lambda t: ", ".join(str(int(v)) for v in t)  # noqa: E731
-        bias = f"{ops[2].name}.ctypes.data" if len(ops) > 2 else "None"
-        return [f"    {out.name} = {alloc}",
-                f"    _drv_{dt}(_blas_{dt}, {nums(head)}, {a.name}.ctypes.data, {nums(la)}, "
-                f"{b.name}.ctypes.data, {nums(lb)}, {out.name}.ctypes.data, {nums(lc)}, "
-                f"{bias})  # {node.target.name}: BLAS on the graph's thread pool"]
-    ins = ", ".join(o.name for o in ops)
-    if _planned_layout(out):
-        return [f"    {out.name} = {alloc}",
-                f"    _gemm_{node.target.name}({ins}, out={out.name})  "
-                f"# BLAS on the graph's thread pool, in its reader's layout"]
-    return [f"    {out.name} = _gemm_{node.target.name}({ins})  "
-            f"# BLAS on the graph's thread pool"]
-
-
-def _planned_layout(b) -> bool:
-    """Whether eager step output ``b`` was planned in a layout other than contiguous
-    (Fuser.product_strides)."""
-    return tuple(b.strides) != tuple(contiguous_strides(b.meta.shape))
-
-
-def _dt_name(b) -> str:
-    return b.meta.dtype.name
-
+    py = wrapper_source(plan, kparams, binds, contiguous_inputs, one_pool)
+    return "\n\n".join(chunks) + "\n", py, kparams
