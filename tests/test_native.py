@@ -217,3 +217,24 @@ def test_disk_cache_across_processes(tmp_path):
         runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
     assert runs[0]["calls"] == 1 and runs[0]["builds"] == 1
     assert runs[1]["calls"] == 1 and runs[1]["builds"] == 0 and runs[1]["hits"] == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_add_scatters_rows_in_order(dtype):
+    """embedding's weight gradient kernel: out[idx[i]] += src[i], repeated rows summed in
+    index order (as numpy's sorted segments), refused (False, out untouched) for layouts and
+    dtypes it does not take."""
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, 7, 300)
+    src = rng.standard_normal((300, 33)).astype(dtype)
+    out = rng.standard_normal((7, 33)).astype(dtype)
+    want = out.copy()
+    for i, r in enumerate(idx):
+        want[r] += src[i]
+    assert native.rows_add(out, idx.astype(np.int32), src)
+    np.testing.assert_array_equal(out, want)
+    before = out.copy()
+    assert not native.rows_add(out, idx, src[:, ::2])  # not contiguous
+    assert not native.rows_add(out, idx, src.astype(np.float16))  # another dtype
+    assert not native.rows_add(np.asfortranarray(out), idx, src)
+    np.testing.assert_array_equal(out, before)

@@ -362,7 +362,9 @@ EMB = [{}, {"padding_idx": 2}, {"padding_idx": -1}, {"scale_grad_by_freq": True}
 @pytest.mark.parametrize("kw", EMB)
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("idx", [[[0, 2, 4], [2, 2, 1]], [3, 0, 3, 3], [], 4])
-def test_embedding(kw, dtype, idx):
+@pytest.mark.parametrize("path", ["numpy", "native"])  # the weight gradient's row scatter
+def test_embedding(kw, dtype, idx, path, monkeypatch):
+    monkeypatch.setenv("EMBER_EAGER_KERNELS", "0" if path == "numpy" else "1")
     w = rand(6, 3, dtype=dtype, requires_grad=True)
     i = ember.tensor(idx, dtype=ember.int64)
     fcheck(lambda f, i, w: f.embedding(i, w, **kw), i, w)

@@ -14,8 +14,8 @@ call), or a call made while the compiler is capturing or while a native kernel i
 (the generated wrapper may run an op eagerly; that op must not come back here). Eager use
 never warns: the numpy path is always there and gives the same results within rounding.
 
-One kernel is written by hand instead: ``axpy`` (an optimizer's ``p.add_(d, alpha=-lr)``),
-see below.
+Two kernels are written by hand instead: ``axpy`` (an optimizer's ``p.add_(d, alpha=-lr)``)
+and ``rows_add`` (embedding's weight gradient), see below.
 """
 
 from __future__ import annotations
@@ -162,13 +162,20 @@ def clear() -> None:
         _KERNELS.clear()
 
 
-# ---------------------------------------------------------------------- axpy
-# y += a * x in place: an optimizer's ``p.add_(d, alpha=-lr)``. Written by hand rather than
-# traced: ``a`` is a runtime scalar (a learning rate changes every step; a traced kernel would
-# bake it in) and the result goes into y. One pass over memory on OpenMP's threads, the pool
-# compiled graphs run on (numpy's BLAS ?axpy would wake BLAS threads that then spin against
-# the next graph), each element rounded once by fma, as torch's fused add kernel does.
-_AXPY_SOURCE = """\
+# ---------------------------------------------------------------------- written by hand
+# Two kernels are written by hand rather than traced, built together on first use:
+#
+# axpy, y += a * x in place: an optimizer's ``p.add_(d, alpha=-lr)``. ``a`` is a runtime
+# scalar (a learning rate changes every step; a traced kernel would bake it in) and the result
+# goes into y. One pass over memory on OpenMP's threads, the pool compiled graphs run on
+# (numpy's BLAS ?axpy would wake BLAS threads that then spin against the next graph), each
+# element rounded once by fma, as torch's fused add kernel does.
+#
+# rows_add, out[idx[i]] += src[i] for each row i in order: embedding's weight gradient (a
+# scatter of rows; numpy needs a sort and a segmented sum, ~200 us for 1024 rows of 128). One
+# thread, rows in index order: each row of out sums its terms in the order numpy's sorted
+# segments did.
+_HAND_SOURCE = """\
 #include <math.h>
 #include <stdint.h>
 /* x may be y itself: no restrict */
@@ -182,29 +189,44 @@ void em_axpy_double(int64_t n, double a, const double *x, double *y) {
     for (int64_t i = 0; i < n; ++i)
         y[i] = fma(a, x[i], y[i]);
 }
+void em_rows_add_float(int64_t n, int64_t d, const int64_t *idx, const float *src,
+                       float *restrict out) {
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < d; ++j)
+            out[idx[i] * d + j] += src[i * d + j];
+}
+void em_rows_add_double(int64_t n, int64_t d, const int64_t *idx, const double *src,
+                        double *restrict out) {
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < d; ++j)
+            out[idx[i] * d + j] += src[i * d + j];
+}
 """
 AXPY_MIN = 1 << 14  # elements below which numpy's two passes cost less than the call
-_AXPY: list = []  # [{dtype: C function} | None] once built
+_HAND: list = []  # [{(name, dtype): C function} | None] once built
 
 
-def _axpy_kernels() -> dict | None:
-    if not _AXPY:
+def _hand_kernels() -> dict | None:
+    if not _HAND:
         import ctypes
 
         from ..compiler.runtime import build
         kernels = None
         try:
-            lib = build(_AXPY_SOURCE)
+            lib = build(_HAND_SOURCE)
             kernels = {}
             for dt, ct in ((np.float32, ctypes.c_float), (np.float64, ctypes.c_double)):
-                f = getattr(lib, f"em_axpy_{ct.__name__[2:]}")
+                c = ct.__name__[2:]
+                f = getattr(lib, f"em_axpy_{c}")
                 f.argtypes = [ctypes.c_int64, ct, ctypes.c_void_p, ctypes.c_void_p]
-                f.restype = None
-                kernels[np.dtype(dt)] = f
+                g = getattr(lib, f"em_rows_add_{c}")
+                g.argtypes = [ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 3
+                f.restype = g.restype = None
+                kernels["axpy", np.dtype(dt)], kernels["rows_add", np.dtype(dt)] = f, g
         except Exception:  # noqa: BLE001  (no compiler, a failed build: numpy's path)
             kernels = None
-        _AXPY.append(kernels)
-    return _AXPY[0]
+        _HAND.append(kernels)
+    return _HAND[0]
 
 
 def axpy_fits(y, x) -> bool:
@@ -221,8 +243,26 @@ def axpy(y: np.ndarray, x: np.ndarray, alpha) -> bool:
     is writeable; False, with y untouched, otherwise (or without a C compiler)."""
     if not (y.flags.writeable and axpy_fits(y, x)):
         return False
-    kernels = _axpy_kernels()
+    kernels = _hand_kernels()
     if kernels is None:
         return False
-    kernels[y.dtype](y.size, float(alpha), x.ctypes.data, y.ctypes.data)
+    kernels["axpy", y.dtype](y.size, float(alpha), x.ctypes.data, y.ctypes.data)
+    return True
+
+
+def rows_add(out: np.ndarray, idx: np.ndarray, src: np.ndarray) -> bool:
+    """``out[idx[i]] += src[i]`` for each row i in order (indices already checked to lie in
+    range), where out and src are C-contiguous 2-D float32 / float64 arrays of one dtype and
+    the fast path is on; False, with out untouched, otherwise."""
+    if not (out.dtype in _DTYPES and src.dtype == out.dtype and out.ndim == src.ndim == 2 and
+            out.shape[1] == src.shape[1] and idx.shape == src.shape[:1] and
+            out.flags.c_contiguous and out.flags.writeable and src.flags.c_contiguous and
+            enabled()):
+        return False
+    kernels = _hand_kernels()
+    if kernels is None:
+        return False
+    idx = np.ascontiguousarray(idx, dtype=np.int64)
+    kernels["rows_add", out.dtype](src.shape[0], src.shape[1], idx.ctypes.data,
+                                   src.ctypes.data, out.ctypes.data)
     return True

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from .. import _dtype as D
+from ..backends import native
 from .._tensor import Tensor, _wrap
 from ..autograd.grad_mode import no_grad
 from . import activations, losses, normalization
@@ -206,7 +207,10 @@ def embedding_dense_backward(xp, grad_output: "Tensor", indices: "Tensor", num_w
     flat = indices.reshape(-1)
     acc = np.float32 if g2.dtype.itemsize == 2 else g2.dtype
     out = xp.zeros((num_weights, d), acc)
-    if flat.size:  # sorted segments: one vectorised reduceat instead of a scatter per row
+    if flat.size and 0 <= flat.min() and flat.max() < num_weights and native.rows_add(
+            out, flat, np.ascontiguousarray(g2, dtype=acc)):
+        pass  # one C loop over the rows
+    elif flat.size:  # sorted segments: one vectorised reduceat instead of a scatter per row
         order = np.argsort(flat, kind="stable")
         rows, starts = np.unique(flat[order], return_index=True)
         out[rows] = np.add.reduceat(g2[order].astype(acc, copy=False), starts, axis=0)
