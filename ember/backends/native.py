@@ -14,8 +14,9 @@ call), or a call made while the compiler is capturing or while a native kernel i
 (the generated wrapper may run an op eagerly; that op must not come back here). Eager use
 never warns: the numpy path is always there and gives the same results within rounding.
 
-Two kernels are written by hand instead: ``axpy`` (an optimizer's ``p.add_(d, alpha=-lr)``)
-and ``rows_add`` (embedding's weight gradient), see below.
+Three kernels are written by hand instead: ``axpy`` (an optimizer's
+``p.add_(d, alpha=-lr)``), ``adam`` (one Adam step) and ``rows_add`` (embedding's weight
+gradient), see below.
 """
 
 from __future__ import annotations
@@ -163,13 +164,18 @@ def clear() -> None:
 
 
 # ---------------------------------------------------------------------- written by hand
-# Two kernels are written by hand rather than traced, built together on first use:
+# Three kernels are written by hand rather than traced, built together on first use:
 #
 # axpy, y += a * x in place: an optimizer's ``p.add_(d, alpha=-lr)``. ``a`` is a runtime
 # scalar (a learning rate changes every step; a traced kernel would bake it in) and the result
 # goes into y. One pass over memory on OpenMP's threads, the pool compiled graphs run on
 # (numpy's BLAS ?axpy would wake BLAS threads that then spin against the next graph), each
 # element rounded once by fma, as torch's fused add kernel does.
+#
+# adam, one Adam / AdamW step over a parameter, its gradient and both moments in one pass
+# (numpy made ~12 passes and temporaries: 2.9 ms a GPT step over 0.8M parameters), with the
+# arithmetic of optim.adam's op-by-op path operation for operation, each constant rounded to
+# the parameter's dtype first as numpy does a Python float: the same bits.
 #
 # rows_add, out[idx[i]] += src[i] for each row i in order: embedding's weight gradient (a
 # scatter of rows; numpy needs a sort and a segmented sum, ~200 us for 1024 rows of 128). One
@@ -189,6 +195,32 @@ void em_axpy_double(int64_t n, double a, const double *x, double *y) {
     for (int64_t i = 0; i < n; ++i)
         y[i] = fma(a, x[i], y[i]);
 }
+/* wd_mode: 0 none, 1 decoupled (p *= 1 - lr wd), 2 L2 (g += wd p) */
+#define EM_ADAM(T, SQRT)                                                                    \
+void em_adam_##T(int64_t n, T *restrict p, const T *restrict g, T *restrict m,             \
+                 T *restrict v, int64_t maximize, int64_t wd_mode, double decay_,           \
+                 double wd_, double one_b1_, double b2_, double one_b2_, double bc2_sqrt_,  \
+                 double eps_, double step_) {                                              \
+    const T decay = (T)decay_, wd = (T)wd_, one_b1 = (T)one_b1_, b2 = (T)b2_;              \
+    const T one_b2 = (T)one_b2_, bc2_sqrt = (T)bc2_sqrt_, eps = (T)eps_, step = (T)step_;  \
+    _Pragma("omp parallel for schedule(static) if(n >= (1 << 15))")                        \
+    for (int64_t i = 0; i < n; ++i) {                                                      \
+        T gi = maximize ? -g[i] : g[i], pi = p[i];                                         \
+        if (wd_mode == 1)                                                                  \
+            pi = pi * decay;                                                               \
+        else if (wd_mode == 2)                                                             \
+            gi = gi + wd * pi;                                                             \
+        T mi = m[i] + one_b1 * (gi - m[i]);                                                \
+        T vi = v[i] * b2;                                                                  \
+        vi = vi + one_b2 * (gi * gi);                                                      \
+        T denom = SQRT(vi) / bc2_sqrt + eps;                                               \
+        m[i] = mi;                                                                         \
+        v[i] = vi;                                                                         \
+        p[i] = pi + mi / denom * step;                                                     \
+    }                                                                                      \
+}
+EM_ADAM(float, sqrtf)
+EM_ADAM(double, sqrt)
 void em_rows_add_float(int64_t n, int64_t d, const int64_t *idx, const float *src,
                        float *restrict out) {
     for (int64_t i = 0; i < n; ++i)
@@ -221,8 +253,12 @@ def _hand_kernels() -> dict | None:
                 f.argtypes = [ctypes.c_int64, ct, ctypes.c_void_p, ctypes.c_void_p]
                 g = getattr(lib, f"em_rows_add_{c}")
                 g.argtypes = [ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 3
-                f.restype = g.restype = None
+                h = getattr(lib, f"em_adam_{c}")
+                h.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 4 + \
+                    [ctypes.c_int64] * 2 + [ctypes.c_double] * 8
+                f.restype = g.restype = h.restype = None
                 kernels["axpy", np.dtype(dt)], kernels["rows_add", np.dtype(dt)] = f, g
+                kernels["adam", np.dtype(dt)] = h
         except Exception:  # noqa: BLE001  (no compiler, a failed build: numpy's path)
             kernels = None
         _HAND.append(kernels)
@@ -265,4 +301,27 @@ def rows_add(out: np.ndarray, idx: np.ndarray, src: np.ndarray) -> bool:
     idx = np.ascontiguousarray(idx, dtype=np.int64)
     kernels["rows_add", out.dtype](src.shape[0], src.shape[1], idx.ctypes.data,
                                    src.ctypes.data, out.ctypes.data)
+    return True
+
+
+def adam(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, maximize: bool,
+         wd_mode: int, decay: float, wd: float, beta1: float, beta2: float, bc2_sqrt: float,
+         eps: float, step: float) -> bool:
+    """One Adam step in place (see the kernel's comment above; ``wd_mode`` 0: no weight decay,
+    1: decoupled, ``p *= decay``, 2: L2, ``g += wd * p``; ``step`` = -lr / bias correction 1)
+    where all four arrays are C-contiguous float32 / float64 of one dtype and shape, p, m and
+    v writeable and not overlapping, and the fast path is on; False, all untouched, otherwise."""
+    arrays = (p, g, m, v)
+    if not (p.dtype in _DTYPES and all(a.dtype == p.dtype and a.shape == p.shape and
+                                       a.flags.c_contiguous for a in arrays) and
+            all(a.flags.writeable for a in (p, m, v)) and enabled()):
+        return False
+    if any(np.may_share_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:]):
+        return False
+    kernels = _hand_kernels()
+    if kernels is None:
+        return False
+    kernels["adam", p.dtype](p.size, p.ctypes.data, g.ctypes.data, m.ctypes.data,
+                             v.ctypes.data, int(maximize), wd_mode, decay, wd, 1 - beta1,
+                             beta2, 1 - beta2, bc2_sqrt, eps, step)
     return True

@@ -7,6 +7,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from .. import _dtype as D
+from ..backends import native
 from .optimizer import Optimizer, advance_state, check_range, grads_of, value, weight_decay
 
 
@@ -91,6 +92,14 @@ def _fused_update(p, g, m, v, vmax, t, lr, beta1, beta2, eps, wd, decoupled, max
     """One Adam step on the arrays in place, with the same arithmetic (and float rounding
     order) as the op-by-op path: PyTorch's fused CPU Adam plays the same role."""
     P, G, M, V = p._data, g._data, m._data, v._data
+    bc1 = 1 - beta1 ** t
+    bc2_sqrt = (1 - beta2 ** t) ** 0.5
+    if vmax is None and native.adam(P, G, M, V, maximize, 0 if wd == 0 else 1 if decoupled
+                                    else 2, 1 - lr * wd, wd, beta1, beta2, bc2_sqrt, eps,
+                                    -(lr / bc1)):
+        for t_ in (p, m, v):  # one C pass, the same arithmetic as below
+            t_._bump()
+        return
     if maximize:
         G = -G
     if wd != 0:
@@ -101,8 +110,6 @@ def _fused_update(p, g, m, v, vmax, t, lr, beta1, beta2, eps, wd, decoupled, max
     M += (1 - beta1) * (G - M)  # lerp(m, g, 1 - beta1) with weight < 0.5
     V *= beta2
     V += (1 - beta2) * (G * G)
-    bc1 = 1 - beta1 ** t
-    bc2_sqrt = (1 - beta2 ** t) ** 0.5
     if vmax is not None:
         np.maximum(vmax._data, V, out=vmax._data)
         vmax._bump()
