@@ -101,6 +101,7 @@ class CompiledGraph:
         if self.pool is not None:  # the drivers and BLAS entry points, called directly
             for dt in (D.float32, D.float64):
                 env[f"_drv_{dt.name}"] = self.pool.drivers[np.dtype(dt.np)]
+                env[f"_drv2_{dt.name}"] = self.pool.pairs[np.dtype(dt.np)]
                 env[f"_blas_{dt.name}"] = self.pool.fns[np.dtype(dt.np)]
         for s in self.plan.steps:
             if s.kind == "eager":

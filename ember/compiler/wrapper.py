@@ -72,20 +72,30 @@ class _Writer:
                         b.read_by_kernel = True
         free = _dead_after(plan, self.kparams, self.unmade)
         pool: dict = {}  # (shape, dtype) -> dead kernel outputs whose memory a new one can take
-        for i, s in enumerate(plan.steps):
+        steps, i = plan.steps, 0
+        while i < len(steps):
+            s, last = steps[i], i
             if s.kind == "kernel":
                 self.kernel(s.kernel, pool)
             elif s.kind == "view":
                 self.view(s)
             elif self.one_pool and library_call(s.node):
-                self.product(s)
+                last = self.pair_end(i)
+                if last > i:  # two independent products side by side (views between them)
+                    for v in steps[i + 1:last]:
+                        self.view(v)
+                    self.product(s, steps[last])
+                else:
+                    self.product(s)
             else:
                 self.eager(s)
-            for b, reusable in free.get(i, ()):
-                if reusable:
-                    pool.setdefault(_key(b), []).append(b.name)
-                elif b.name not in self.offsets:
-                    self.emit(f"del {b.name}")
+            for k in range(i, last + 1):
+                for b, reusable in free.get(k, ()):
+                    if reusable:
+                        pool.setdefault(_key(b), []).append(b.name)
+                    elif b.name not in self.offsets:
+                        self.emit(f"del {b.name}")
+            i = last + 1
         rets = []
         for o in plan.outputs:
             if isinstance(o, tuple):
@@ -115,23 +125,51 @@ class _Writer:
         self.assign(b.name, f"_view({s.src.name}, {tuple(b.meta.shape)}, {tuple(b.strides)}, "
                             f"{s.offset})  # no copy")
 
-    def product(self, s) -> None:
+    def pair_end(self, i: int) -> int:
+        """The index of the product step that runs side by side with product step ``i``
+        (gemm.py's em_gemm2), or ``i``: the next step but views, if both are direct driver
+        calls big enough to go parallel, of one dtype, and neither the second nor a view
+        between them reads what the first writes (the views are made before both)."""
+        steps = self.plan.steps
+        j = i + 1
+        while j < len(steps) and steps[j].kind == "view":
+            j += 1
+        a, b = self.static.get(id(steps[i])), self.static.get(id(steps[j])) \
+            if j < len(steps) else None
+        if not (a and b and a[0][0] and b[0][0]) or \
+                steps[i].outs[0].meta.dtype != steps[j].outs[0].meta.dtype:
+            return i
+        written = steps[i].outs[0].name
+        views = {v.outs[0].name: v.src.name for v in steps[i + 1:j]}
+        reads = {views.get(x.name, x.name) for x in steps[j].inputs.values()}
+        return i if written in reads or written in views.values() else j
+
+    def product(self, s, other=None) -> None:
         """A matrix product (the two matrices, then linear's bias) by gemm.py's driver: one
-        direct call with static arguments, else through gemm.matmul."""
+        direct call with static arguments, else through gemm.matmul. With ``other``, a
+        second, independent product step: both in one call, side by side."""
+        if self.static[id(s)]:
+            calls = [(st, self.static[id(st)]) for st in ((s,) if other is None else (s, other))]
+            for st, _ in calls:
+                self.assign(st.outs[0].name, _alloc(st.outs[0]))
+            args = []
+            for st, (head, la, lb, lc) in calls:
+                ops = [st.inputs[id(n)] for n in library_operands(st.node)]
+                p = [self.ptr(b) for b in ops] + ["None"] * (3 - len(ops))
+                args.append(f"{_ints(head[1:])}, {p[0]}, {_ints(la)}, {p[1]}, {_ints(lb)}, "
+                            f"{self.ptr(st.outs[0])}, {_ints(lc)}, {p[2]}")
+            dt = s.outs[0].meta.dtype.name
+            what = " and ".join(st.node.target.name for st, _ in calls)
+            if other is None:
+                self.emit(f"_drv_{dt}(_blas_{dt}, {int(calls[0][1][0][0])}, {args[0]})  "
+                          f"# {what}: BLAS on the graph's thread pool")
+            else:
+                self.emit(f"_drv2_{dt}(_blas_{dt}, {args[0]}, {args[1]})  "
+                          f"# {what}: BLAS on the graph's thread pool, side by side")
+            return
         node, out = s.node, s.outs[0]
         ops = [s.inputs[id(n)] for n in library_operands(node)]
-        dt = out.meta.dtype.name
-        alloc = f"_empty_strided({tuple(out.meta.shape)}, {tuple(out.strides)}, _np_{dt})" \
-            if planned_layout(out) else f"_empty({tuple(out.meta.shape)}, _np_{dt})"
-        args = self.static[id(s)]
-        if args:
-            head, la, lb, lc = args
-            self.assign(out.name, alloc)
-            p = [self.ptr(b) for b in ops] + ["None"] * (3 - len(ops))
-            self.emit(f"_drv_{dt}(_blas_{dt}, {_ints(head)}, {p[0]}, {_ints(la)}, {p[1]}, "
-                      f"{_ints(lb)}, {self.ptr(out)}, {_ints(lc)}, {p[2]})  "
-                      f"# {node.target.name}: BLAS on the graph's thread pool")
-            return
+        alloc = _alloc(out)
         ins = ", ".join(o.name for o in ops)
         if planned_layout(out):
             self.assign(out.name, alloc)
@@ -224,6 +262,13 @@ def planned_layout(b) -> bool:
     """Whether buffer ``b`` was planned in a layout other than contiguous (a product written
     the way its reader permutes it, a saved value the forward returned as a view)."""
     return tuple(b.strides) != tuple(contiguous_strides(b.meta.shape))
+
+
+def _alloc(b) -> str:
+    """The expression allocating a product's output buffer ``b`` in its planned layout."""
+    dt = b.meta.dtype.name
+    return f"_empty_strided({tuple(b.meta.shape)}, {tuple(b.strides)}, _np_{dt})" \
+        if planned_layout(b) else f"_empty({tuple(b.meta.shape)}, _np_{dt})"
 
 
 def _key(b) -> tuple:
