@@ -49,13 +49,14 @@ typedef void (*em_{T}_gemm_t)(int, int, int, blasint, blasint, blasint, {T}, con
    says it is stored transposed, ``lda`` is its other stride (c is never transposed). The
    batch is two nested groups of dims (``inner`` matrices in the inner one) with a stride
    each, ``sa0`` and ``sa1`` (0: shared by the group), so a batch of attention heads viewed
-   in a (B, T, H * D) buffer needs no copy, and c can be written in that layout too. Work is split into one piece per thread: whole
-   matrices when the batch has enough, else blocks of rows of c, or of its columns when a
-   is transposed (a weight gradient, x^T @ g: a block of rows would read a strided block of
-   a). Each piece is one BLAS call (BLAS is single-threaded while a graph runs). With a
-   ``bias`` (one value per column of c) a piece first fills its block of c with it and the
-   call adds the product in (beta = 1): that costs what beta = 0 does, where BLAS zeroes c
-   before accumulating into it, so linear's bias takes no pass of its own. */
+   in a (B, T, H * D) buffer needs no copy, and c can be written in that layout too. Work is
+   split into one piece per thread: whole matrices when the batch has enough, else blocks of
+   rows of c, or of its columns when a is transposed (a weight gradient, x^T @ g: a block of
+   rows would read a strided block of a). Each piece is one BLAS call (BLAS is single-threaded
+   while a graph runs). With a ``bias`` (one value per column of c) a piece first fills its
+   block of c with it and the call adds the product in (beta = 1): that costs what beta = 0
+   does, where BLAS zeroes c before accumulating into it, so linear's bias takes no pass of
+   its own. */
 void em_gemm_{T}(void *fn, int64_t parallel, int64_t batch, int64_t inner, int64_t m,
                  int64_t n, int64_t k, const {T} *a, int64_t sa0, int64_t sa1, int64_t ta,
                  int64_t lda, const {T} *b, int64_t sb0, int64_t sb1, int64_t tb, int64_t ldb,
