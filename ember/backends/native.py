@@ -195,28 +195,35 @@ void em_axpy_double(int64_t n, double a, const double *x, double *y) {
     for (int64_t i = 0; i < n; ++i)
         y[i] = fma(a, x[i], y[i]);
 }
-/* wd_mode: 0 none, 1 decoupled (p *= 1 - lr wd), 2 L2 (g += wd p) */
+/* Parameters k < count, of n[k] elements each, in one parallel region: every thread takes
+   its share of each parameter in turn, without a barrier between them. wd_mode: 0 none,
+   1 decoupled (p *= 1 - lr wd), 2 L2 (g += wd p). */
 #define EM_ADAM(T, SQRT)                                                                    \
-void em_adam_##T(int64_t n, T *restrict p, const T *restrict g, T *restrict m,             \
-                 T *restrict v, int64_t maximize, int64_t wd_mode, double decay_,           \
-                 double wd_, double one_b1_, double b2_, double one_b2_, double bc2_sqrt_,  \
-                 double eps_, double step_) {                                              \
+void em_adam_##T(int64_t count, const int64_t *n, T *const *ps, const T *const *gs,        \
+                 T *const *ms, T *const *vs, int64_t maximize, int64_t wd_mode,             \
+                 double decay_, double wd_, double one_b1_, double b2_, double one_b2_,     \
+                 double bc2_sqrt_, double eps_, double step_) {                            \
     const T decay = (T)decay_, wd = (T)wd_, one_b1 = (T)one_b1_, b2 = (T)b2_;              \
     const T one_b2 = (T)one_b2_, bc2_sqrt = (T)bc2_sqrt_, eps = (T)eps_, step = (T)step_;  \
-    _Pragma("omp parallel for schedule(static) if(n >= (1 << 15))")                        \
-    for (int64_t i = 0; i < n; ++i) {                                                      \
-        T gi = maximize ? -g[i] : g[i], pi = p[i];                                         \
-        if (wd_mode == 1)                                                                  \
-            pi = pi * decay;                                                               \
-        else if (wd_mode == 2)                                                             \
-            gi = gi + wd * pi;                                                             \
-        T mi = m[i] + one_b1 * (gi - m[i]);                                                \
-        T vi = v[i] * b2;                                                                  \
-        vi = vi + one_b2 * (gi * gi);                                                      \
-        T denom = SQRT(vi) / bc2_sqrt + eps;                                               \
-        m[i] = mi;                                                                         \
-        v[i] = vi;                                                                         \
-        p[i] = pi + mi / denom * step;                                                     \
+    _Pragma("omp parallel")                                                                \
+    for (int64_t k = 0; k < count; ++k) {                                                  \
+        T *restrict p = ps[k], *restrict m = ms[k], *restrict v = vs[k];                   \
+        const T *restrict g = gs[k];                                                       \
+        _Pragma("omp for schedule(static) nowait")                                         \
+        for (int64_t i = 0; i < n[k]; ++i) {                                               \
+            T gi = maximize ? -g[i] : g[i], pi = p[i];                                     \
+            if (wd_mode == 1)                                                              \
+                pi = pi * decay;                                                           \
+            else if (wd_mode == 2)                                                         \
+                gi = gi + wd * pi;                                                         \
+            T mi = m[i] + one_b1 * (gi - m[i]);                                            \
+            T vi = v[i] * b2;                                                              \
+            vi = vi + one_b2 * (gi * gi);                                                  \
+            T denom = SQRT(vi) / bc2_sqrt + eps;                                           \
+            m[i] = mi;                                                                     \
+            v[i] = vi;                                                                     \
+            p[i] = pi + mi / denom * step;                                                 \
+        }                                                                                  \
     }                                                                                      \
 }
 EM_ADAM(float, sqrtf)
@@ -254,7 +261,7 @@ def _hand_kernels() -> dict | None:
                 g = getattr(lib, f"em_rows_add_{c}")
                 g.argtypes = [ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 3
                 h = getattr(lib, f"em_adam_{c}")
-                h.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 4 + \
+                h.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 5 + \
                     [ctypes.c_int64] * 2 + [ctypes.c_double] * 8
                 f.restype = g.restype = h.restype = None
                 kernels["axpy", np.dtype(dt)], kernels["rows_add", np.dtype(dt)] = f, g
@@ -304,24 +311,27 @@ def rows_add(out: np.ndarray, idx: np.ndarray, src: np.ndarray) -> bool:
     return True
 
 
-def adam(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, maximize: bool,
-         wd_mode: int, decay: float, wd: float, beta1: float, beta2: float, bc2_sqrt: float,
-         eps: float, step: float) -> bool:
-    """One Adam step in place (see the kernel's comment above; ``wd_mode`` 0: no weight decay,
-    1: decoupled, ``p *= decay``, 2: L2, ``g += wd * p``; ``step`` = -lr / bias correction 1)
-    where all four arrays are C-contiguous float32 / float64 of one dtype and shape, p, m and
-    v writeable and not overlapping, and the fast path is on; False, all untouched, otherwise."""
+def adam_fits(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray) -> bool:
+    """Whether ``adam`` takes this parameter: all four arrays C-contiguous float32 / float64
+    of one dtype and shape, p, m and v writeable, none overlapping, the fast path on and the
+    kernels built."""
     arrays = (p, g, m, v)
-    if not (p.dtype in _DTYPES and all(a.dtype == p.dtype and a.shape == p.shape and
-                                       a.flags.c_contiguous for a in arrays) and
-            all(a.flags.writeable for a in (p, m, v)) and enabled()):
-        return False
-    if any(np.may_share_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1:]):
-        return False
-    kernels = _hand_kernels()
-    if kernels is None:
-        return False
-    kernels["adam", p.dtype](p.size, p.ctypes.data, g.ctypes.data, m.ctypes.data,
-                             v.ctypes.data, int(maximize), wd_mode, decay, wd, 1 - beta1,
-                             beta2, 1 - beta2, bc2_sqrt, eps, step)
-    return True
+    return p.dtype in _DTYPES and \
+        all(a.dtype == p.dtype and a.shape == p.shape and a.flags.c_contiguous
+            for a in arrays) and all(a.flags.writeable for a in (p, m, v)) and enabled() and \
+        not any(np.may_share_memory(a, b) for i, a in enumerate(arrays)
+                for b in arrays[i + 1:]) and _hand_kernels() is not None
+
+
+def adam(params: list, maximize: bool, wd_mode: int, decay: float, wd: float, beta1: float,
+         beta2: float, bc2_sqrt: float, eps: float, step: float) -> None:
+    """One Adam step in place over ``params``, (p, g, m, v) arrays of one dtype that each
+    passed ``adam_fits`` (see the kernel's comment above; ``wd_mode`` 0: no weight decay,
+    1: decoupled, ``p *= decay``, 2: L2, ``g += wd * p``; ``step`` = -lr / bias correction
+    1): one call for all of them."""
+    table = np.array([[a.ctypes.data for a in q] for q in params], dtype=np.int64)
+    sizes = np.array([q[0].size for q in params], dtype=np.int64)
+    ptrs = [np.ascontiguousarray(table[:, j]) for j in range(4)]
+    _hand_kernels()["adam", params[0][0].dtype](
+        len(params), sizes.ctypes.data, *(c.ctypes.data for c in ptrs), int(maximize),
+        wd_mode, decay, wd, 1 - beta1, beta2, 1 - beta2, bc2_sqrt, eps, step)

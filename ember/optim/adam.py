@@ -54,6 +54,7 @@ class Adam(Optimizer):
             beta1, beta2 = (value(b) for b in group["betas"])
             amsgrad, maximize = group["amsgrad"], group["maximize"]
             decoupled = group["decoupled_weight_decay"]
+            one_pass: dict = {}  # (dtype, step) -> [(p, g, m, v)] for native.adam, in one call
             for p, g in grads_of(group):
                 if g.is_sparse:
                     raise RuntimeError("Adam does not support sparse gradients, please consider "
@@ -63,6 +64,9 @@ class Adam(Optimizer):
                                   *(("max_exp_avg_sq",) if amsgrad else ()))
                 m, v = state["exp_avg"], state["exp_avg_sq"]
                 if _fusable(p, g, group):
+                    if not amsgrad and native.adam_fits(p._data, g._data, m._data, v._data):
+                        one_pass.setdefault((p.dtype, t), []).append((p, g, m, v))
+                        continue
                     _fused_update(p, g, m, v, state.get("max_exp_avg_sq"), t, lr, beta1,
                                   beta2, eps, wd, decoupled, maximize)
                     continue
@@ -80,6 +84,14 @@ class Adam(Optimizer):
                 else:
                     denom = (v.sqrt() / bc2_sqrt).add_(eps)
                 p.addcdiv_(m, denom, value=-(lr / bc1))
+            for (_, t), items in one_pass.items():
+                # the numpy path's arithmetic, operation for operation, in C (_fused_update)
+                native.adam([tuple(x._data for x in q) for q in items], maximize,
+                            0 if wd == 0 else 1 if decoupled else 2, 1 - lr * wd, wd, beta1,
+                            beta2, (1 - beta2 ** t) ** 0.5, eps, -(lr / (1 - beta1 ** t)))
+                for q in items:
+                    for x in (q[0], q[2], q[3]):
+                        x._bump()
 
 
 def _fusable(p, g, group) -> bool:
@@ -92,14 +104,6 @@ def _fused_update(p, g, m, v, vmax, t, lr, beta1, beta2, eps, wd, decoupled, max
     """One Adam step on the arrays in place, with the same arithmetic (and float rounding
     order) as the op-by-op path: PyTorch's fused CPU Adam plays the same role."""
     P, G, M, V = p._data, g._data, m._data, v._data
-    bc1 = 1 - beta1 ** t
-    bc2_sqrt = (1 - beta2 ** t) ** 0.5
-    if vmax is None and native.adam(P, G, M, V, maximize, 0 if wd == 0 else 1 if decoupled
-                                    else 2, 1 - lr * wd, wd, beta1, beta2, bc2_sqrt, eps,
-                                    -(lr / bc1)):
-        for t_ in (p, m, v):  # one C pass, the same arithmetic as below
-            t_._bump()
-        return
     if maximize:
         G = -G
     if wd != 0:
@@ -110,6 +114,8 @@ def _fused_update(p, g, m, v, vmax, t, lr, beta1, beta2, eps, wd, decoupled, max
     M += (1 - beta1) * (G - M)  # lerp(m, g, 1 - beta1) with weight < 0.5
     V *= beta2
     V += (1 - beta2) * (G * G)
+    bc1 = 1 - beta1 ** t
+    bc2_sqrt = (1 - beta2 ** t) ** 0.5
     if vmax is not None:
         np.maximum(vmax._data, V, out=vmax._data)
         vmax._bump()
