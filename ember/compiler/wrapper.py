@@ -5,8 +5,9 @@ plan order, hands dead kernel buffers to later kernels, and returns the outputs.
 It is the per-call cost a graph adds to its kernels, so it does little: each buffer's data
 pointer is read once (``.ctypes.data`` costs ~1 us) into ``_p<buffer>``; a product with
 static shapes calls the driver with arguments worked out here (gemm.static_args), not
-through gemm.matmul; and a strided view only such calls read is never made as an array:
-they take its source's pointer plus the offset."""
+through gemm.matmul, and two independent ones in a row share one call (side by side); and a
+strided view only such calls read is never made as an array: they take its source's pointer
+plus the offset."""
 
 from __future__ import annotations
 
