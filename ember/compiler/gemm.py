@@ -101,8 +101,8 @@ _ARGS = ("int64_t batch{i}, int64_t inner{i}, int64_t m{i}, int64_t n{i}, int64_
 
 # Two independent products (a weight's and an input's gradient, both read from one output
 # gradient): with two threads, one whole product per thread, each one BLAS call, not each
-# product split in two (4-8% faster for the GPT step's shapes: a split product repacks its
-# shared operand on both threads); with another thread count, one after the other.
+# product split in two (measured 4-8% faster per pair on the GPT step's shapes); with another
+# thread count, one after the other.
 _PAIR = """
 void em_gemm2_{T}(void *fn, {args1}, {args2}) {{
     if (omp_get_max_threads() == 2) {{

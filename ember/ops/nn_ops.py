@@ -207,10 +207,9 @@ def embedding_dense_backward(xp, grad_output: "Tensor", indices: "Tensor", num_w
     flat = indices.reshape(-1)
     acc = np.float32 if g2.dtype.itemsize == 2 else g2.dtype
     out = xp.zeros((num_weights, d), acc)
-    if flat.size and 0 <= flat.min() and flat.max() < num_weights and native.rows_add(
-            out, flat, np.ascontiguousarray(g2, dtype=acc)):
-        pass  # one C loop over the rows
-    elif flat.size:  # sorted segments: one vectorised reduceat instead of a scatter per row
+    in_range = flat.size and 0 <= flat.min() and flat.max() < num_weights
+    if flat.size and not (in_range and native.rows_add(  # one C loop over the rows, or
+            out, flat, np.ascontiguousarray(g2, dtype=acc))):  # sorted segments, one reduceat
         order = np.argsort(flat, kind="stable")
         rows, starts = np.unique(flat[order], return_index=True)
         out[rows] = np.add.reduceat(g2[order].astype(acc, copy=False), starts, axis=0)
