@@ -391,7 +391,9 @@ def _softmax(kind: str) -> Callable:
         if kind == "log":
             r = _op("sub", [z, _op("log", [s], c)], c, "log_softmax")
         else:
-            r = _op("div", [e, s], c, "softmax")
+            # times 1 / sum, as PyTorch's CPU kernel rounds it (a division per element ran
+            # ~1.1x slower on 4096 rows of 1024)
+            r = _op("mul", [e, _op("div", [Const(1, c), s], c)], c, "softmax")
             if kind == "safe":  # rows of -inf only give zeros, not NaN
                 r = _op("where", [_op("eq", [m, Const(-math.inf, c)], D.bool_),
                                   Const(0, c), r], c)

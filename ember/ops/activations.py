@@ -538,7 +538,7 @@ def _softmax_kernel(xp, x, dim, dtype, kind):
     if kind == "log":
         r = z - xp.log(s)
     else:
-        r = e / s
+        r = e * (1 / s)
         if kind == "safe":  # rows with every entry -inf give zeros instead of NaN
             r = xp.where(m == -np.inf, 0, r)
     return r.reshape(shape).astype(out_dt, copy=False)
@@ -552,7 +552,7 @@ def _softmax_rows(x, out, kind):
         out -= np.log(np.exp(out).sum(axis=1, keepdims=True))
         return
     np.exp(out, out=out)
-    out /= out.sum(axis=1, keepdims=True)
+    out *= 1 / out.sum(axis=1, keepdims=True)  # times the reciprocal, rounded as PyTorch
     if kind == "safe":  # rows with every entry -inf give zeros instead of NaN
         out[(m == -np.inf)[:, 0]] = 0
 
