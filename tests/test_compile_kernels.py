@@ -207,6 +207,30 @@ def test_softmax_is_one_kernel_with_exp_kept_in_the_output():
     assert "em_expf(" not in row_pass, "exp is computed in the sum pass only"
 
 
+@pytest.mark.parametrize("shape", [(64, 300), (3, 5, 64), (2, 9000)])
+def test_second_pass_prefetches_the_next_row_of_short_rows(shape):
+    """Softmax's sum pass reads the row from L1 and prefetches the next row's lines for the
+    max pass; the last row prefetches itself (no address past the input). Rows longer than
+    PREFETCH_ROW_MAX (9000) do not prefetch. Results equal eager's either way."""
+    cf = compile(lambda x: ember.softmax(x, -1))
+    x = rand(*shape)
+    same(cf(x), ember.softmax(x, -1))
+    src = cf._entries[-1].run.c_source
+    body = src.split("softmax kernel")[1]
+    hints = [ln.strip() for ln in body.splitlines() if "EM_PREFETCH(" in ln]
+    if shape[-1] > 8192:
+        assert not hints
+        return
+    rows, n = shape[-2], shape[-1]
+    last = f"i{len(shape) - 2}"
+    outer = f"i0 * {rows * n} + " if len(shape) == 3 else ""
+    # the sum pass steps 16 float32 lanes, one 64-byte line of the row
+    assert hints == [f"EM_PREFETCH(&in0[{outer}({last} + 1 < {rows} ? {last} + 1 : {last}) * {n}"
+                     f" + r]);"]
+    sum_pass = body.split("red1_lane[l] = 0;")[1].split("kept =")[0]
+    assert all(h in sum_pass for h in hints), "the hints sit in the second (sum) pass"
+
+
 def test_layer_norm_is_one_kernel_with_its_statistics():
     x, w, b = rand(8, 32), rand(32, seed=1), rand(32, seed=2)
     cf = compile(lambda a, w, b: ember.native_layer_norm(a, (32,), w, b, 1e-5)
