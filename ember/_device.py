@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 class device:
-    """``ember.device("cpu")``; "cuda" can be named but not allocated on until its backend exists."""
+    """``ember.device("cpu")``; "cuda" can be named but not allocated on until its backend
+    exists."""
 
     __slots__ = ("type", "index")
 

@@ -49,7 +49,8 @@ def _np_dtype(dtype, default=None):
 
 # ---------------------------------------------------------------------- from data
 def _infer_dtype(data) -> D.dtype:
-    """The dtype ``ember.tensor`` gives nested Python data: bool < int64 < default float < complex."""
+    """The dtype ``ember.tensor`` gives nested Python data: bool < int64 < default float <
+    complex."""
     kind = 0
     stack = [data]
     while stack:

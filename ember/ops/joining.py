@@ -1,6 +1,6 @@
-"""Joining and splitting (``atleast_nd``, ``meshgrid``, ``cat``/``stack`` and their h/v/d variants,
-``split``/``chunk``/``tensor_split``/``unbind``) and data-movement ops (``flip``, ``roll``, ``rot90``, ``repeat``,
-``tile``, ``repeat_interleave``).
+"""Joining and splitting (``atleast_nd``, ``meshgrid``, ``cat``/``stack`` and their h/v/d
+variants, ``split``/``chunk``/``tensor_split``/``unbind``) and data-movement ops (``flip``,
+``roll``, ``rot90``, ``repeat``, ``tile``, ``repeat_interleave``).
 
 The splits return tuples of views; their backward joins the gradients again. Joining ops promote
 their inputs' dtypes together, as PyTorch does.
