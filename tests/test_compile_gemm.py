@@ -344,6 +344,27 @@ def test_saved_views_reach_the_backward_uncopied():
     close(relaid, want)
 
 
+@pytest.mark.parametrize("rows", [(2, 1), (3, 4)])
+def test_broadcast_stack_times_matrix(rows):
+    """A stack of matrices expanded along its batch dim (rows repeat at stride 0) times one
+    matrix: the rows cannot be read as one matrix (BLAS needs lda >= k), so the direct driver
+    call goes batch by batch and every batch gets its product (the second batch came out 0
+    before; found by the fuzzer). Forward and backward equal eager."""
+    b, m = rows
+    x0 = rand(1, m, 5, seed=1)
+    w = rand(5, 3, seed=2)
+
+    def f(a, w):
+        return a.expand(b, m, 5) @ w
+
+    close(compile(f)(x0, w), f(x0, w))
+    xg, wg = x0.clone().requires_grad_(), w.clone().requires_grad_()
+    compile(f)(xg, wg).square().sum().backward()
+    xe, we = x0.clone().requires_grad_(), w.clone().requires_grad_()
+    f(xe, we).square().sum().backward()
+    close((xg.grad, wg.grad), (xe.grad, we.grad))
+
+
 def test_view_read_only_by_driver_calls_is_pointer_arithmetic():
     """A strided view that only direct driver calls read is never made as an array: the
     call takes its source's pointer plus the offset, and the source stays alive (no del)

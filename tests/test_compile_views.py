@@ -67,6 +67,20 @@ def test_offset_views_backward(name):
     close(x.grad, xe.grad)
 
 
+def test_empty_offset_view_saved_for_backward():
+    """A view at an offset into an empty buffer (``x.select(1, 1)`` of a (0, 2) input) that a
+    training forward returns: no element is reached, so the offset past the empty memory is
+    fine (found by the fuzzer at 600 examples)."""
+    x = ember.randn(0, 2).requires_grad_()
+    xe = x.detach().clone().requires_grad_()
+    fn = (lambda a: a.abs().select(1, 1).abs())
+    out = compile(fn)(x)
+    assert tuple(out.shape) == (0,)
+    out.sum().backward()
+    fn(xe).sum().backward()
+    close(x.grad, xe.grad)
+
+
 def test_cat_promotes_and_dynamic_sizes_run_eagerly():
     x, i = rand(3, 4), ember.arange(12).reshape(3, 4)
     f = (lambda x, i: ember.cat([x, i, (i > 5)], 0))

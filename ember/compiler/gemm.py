@@ -422,8 +422,11 @@ def static_args(a: tuple, b: tuple, c: tuple, dtype) -> tuple | None:
         return None
     rs = _batch_stride(a.shape[:-1], [x // a.itemsize for x in a.strides[:-1]]) \
         if b.ndim == 2 and a.ndim > 2 and a.strides[-1] == a.itemsize else None
-    if rs is not None and c.flags.c_contiguous:  # a stack times one matrix: all its rows
-        m = math.prod(a.shape[:-1])
+    rows = math.prod(a.shape[:-1])
+    if rs is not None and (rs >= k or rows == 1) and c.flags.c_contiguous:
+        # a stack times one matrix: all its rows as one matrix, when they lie apart as BLAS
+        # reads them (a broadcast stack, rows at stride 0, goes batch by batch)
+        m = rows
         a = np.lib.stride_tricks.as_strided(a, (m, k), (max(rs, k) * a.itemsize, a.itemsize))
         c = np.lib.stride_tricks.as_strided(c, (m, n), (n * c.itemsize, c.itemsize))
         bshape = ()

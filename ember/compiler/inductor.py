@@ -140,6 +140,8 @@ def _view(a: np.ndarray, shape: tuple, strides: tuple, offset: int = 0) -> np.nd
     arithmetic the plan worked out). ``np.ndarray`` over a contiguous buffer costs 0.3 us
     where ``as_strided`` costs 6."""
     st = tuple(s * a.itemsize for s in strides)
+    if 0 in shape:  # no element to reach: the offset may lie past a's (empty) memory
+        offset = 0
     if a.flags.c_contiguous:
         return np.ndarray(shape, a.dtype, a, offset * a.itemsize, st)
     if offset:  # a's data pointer moved on by ``offset`` elements, whatever a's layout
