@@ -33,7 +33,11 @@ LAYOUTS = {
     "strided rows": lambda a: np.concatenate([a, a], axis=-1)[..., : a.shape[-1]],
     "every other col": lambda a: np.repeat(a, 2, axis=-1)[..., ::2],  # no unit stride: copied
     "reversed": lambda a: a[..., ::-1, :][..., ::-1, :],  # a view of a view, positive strides
+    # an expanded stack (the first matrix repeated at batch stride 0, read-only): its rows
+    # never lie k apart, so it is not read as one matrix of all rows
+    "broadcast batch": lambda a: np.broadcast_to(a[:1], a.shape) if a.ndim > 2 else a,
 }
+WRITABLE = [name for name in LAYOUTS if name != "broadcast batch"]  # for outputs
 
 SHAPES = [
     ((64, 32), (32, 48)),  # one product
@@ -44,6 +48,7 @@ SHAPES = [
     ((4, 1, 8, 16), (3, 16, 8)),  # broadcast batch dims
     ((1, 16), (16, 1)),  # 1 x 1 result
     ((1, 5, 7), (7, 1)),
+    ((4, 1, 16), (16, 8)),  # a stack of one-row matrices times one matrix
     ((3, 1, 7), (3, 7, 5)),
     ((5, 0), (0, 4)),  # empty inner dim: zeros (numpy's fallback)
     ((0, 5), (5, 4)),
@@ -73,7 +78,8 @@ def test_matmul_matches_numpy(dtype, la, lb):
             bias = rng.standard_normal(want.shape[-1:]).astype(dtype)
             # an output in another layout: each LAYOUTS entry (column-major goes through a
             # temporary), and batch dims swapped (a transposed attention output)
-            out = LAYOUTS[la](np.full(want.shape, np.nan, dtype)) if want.ndim >= 2 else \
+            lo = la if la in WRITABLE else "plain"
+            out = LAYOUTS[lo](np.full(want.shape, np.nan, dtype)) if want.ndim >= 2 else \
                 np.full(want.shape, np.nan, dtype)
             swapped = np.full(want.shape[:-3] + want.shape[-2:-1] + want.shape[-3:-2] +
                               want.shape[-1:], np.nan, dtype).swapaxes(-3, -2) \
