@@ -59,6 +59,44 @@ def to_numpy(x) -> np.ndarray:
     return np.asarray(x)
 
 
+def product_bound(a, b, bias=None, a_err=None) -> np.ndarray:
+    """How far a floating-point ``a @ b`` (``+ bias``) may lie from the exact product, element
+    by element, whatever the order its dot products are summed in (a BLAS's blocking and
+    vector width, a CPU's FMA): gamma_k * (|a| @ |b| + |bias|) with gamma_k = k*u / (1 - k*u)
+    for k terms (the inner length, plus one for a bias) and u the unit roundoff of their
+    dtype. ``a_err`` is a bound on ``a``'s own error (an earlier product's), carried through
+    as ``a_err @ |b|``. Twice this bounds two correct results of the same product; use it
+    wherever a test compares results that BLAS or vectorised sums computed, so the test holds
+    on every CPU and not only on the one whose rounding it was written against."""
+    dtype = np.result_type(to_numpy(a).dtype, to_numpy(b).dtype)
+    a, b = (np.abs(to_numpy(v)).astype(np.float64) for v in (a, b))
+    k = a.shape[-1] + (bias is not None)
+    u = np.finfo(dtype).eps / 2
+    terms = a @ b
+    if bias is not None:
+        terms = terms + np.abs(to_numpy(bias)).astype(np.float64)
+    bound = (k * u / (1 - k * u)) * terms
+    if a_err is not None:
+        bound = bound + np.asarray(a_err, np.float64) @ b
+    return bound
+
+
+def assert_within(got, want, bound, rtol=None, path="out") -> None:
+    """``|got - want| <= bound`` element by element (``bound`` broadcasts, e.g. from
+    ``product_bound``), plus the dtype's usual tolerance for the rounding of what follows
+    the products. Reports the worst element."""
+    g, w = to_numpy(got).astype(np.float64), to_numpy(want).astype(np.float64)
+    assert g.shape == w.shape, f"{path}: shape {g.shape} vs {w.shape}"
+    r, a = TOL[str(to_numpy(want).dtype)] if rtol is None else (rtol, 0.0)
+    allowed = np.asarray(bound, np.float64) + a + r * np.abs(w)
+    diff = np.abs(g - w)
+    bad = ~((diff <= allowed) | (np.isnan(g) & np.isnan(w)))
+    if bad.any():
+        i = np.unravel_index(np.argmax(np.where(bad, diff - allowed, -np.inf)), bad.shape)
+        raise AssertionError(f"{path}: {bad.sum()} of {bad.size} elements outside the bound; "
+                             f"worst at {i}: {g[i]} vs {w[i]}, allowed {allowed[i]:.3g}")
+
+
 def assert_same(e, t, rtol=None, atol=None, check_dtype=True, path="out", equal_nan=True):
     """Compare an ember result with a torch result (tensors, tuples, scalars)."""
     if isinstance(t, torch.Tensor):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -680,6 +681,26 @@ def test_compiler_error_falls_back_with_warning(monkeypatch, tmp_path):
     x = rand(4)
     with pytest.warns(UserWarning, match="fake compiler: no"):
         close(f(x), x * 3 - 1)
+
+
+def test_target_arch_override(monkeypatch, tmp_path):
+    """EMBER_MARCH builds the kernels for another instruction set (x86-64-v3: what an
+    AVX2-only CPU runs, see .ci/avx2) instead of -march=native; a target the compiler refuses
+    is the compiler's error, with eager's results, never generic code built in silence."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("EMBER_MARCH", raising=False)  # (the suite may run under .ci/avx2)
+    cc = runtime.find_c_compiler()
+    assert "-march=native" in runtime.compiler_flags(cc)
+    x = rand(4)
+    if platform.machine() in ("x86_64", "AMD64"):
+        monkeypatch.setenv("EMBER_MARCH", "x86-64-v3")
+        flags = runtime.compiler_flags(cc)
+        assert "-march=x86-64-v3" in flags and "-march=native" not in flags
+        close(compile(lambda x: x * 3 - 1)(x), x * 3 - 1)
+    monkeypatch.setenv("EMBER_MARCH", "no-such-cpu")
+    assert "-march=no-such-cpu" in runtime.compiler_flags(cc)
+    with pytest.warns(UserWarning, match="no-such-cpu"):
+        close(compile(lambda x: x * 5 - 2)(x), x * 5 - 2)
 
 
 def test_cache_dir_override(tmp_path, monkeypatch):

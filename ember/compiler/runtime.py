@@ -50,14 +50,25 @@ def _try(cc: str, flags: list[str]) -> bool:
 BASE_FLAGS = ("-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math")
 
 
+def target_arch() -> str:
+    """The ``-march=`` value kernels are built for: ``native`` (this CPU's full instruction
+    set) unless ``EMBER_MARCH`` names another, e.g. ``x86-64-v3`` (AVX2 + FMA, no AVX-512) to
+    build and test on an AVX-512 machine what an AVX2-only CPU runs."""
+    return os.environ.get("EMBER_MARCH", "").strip() or "native"
+
+
 def compiler_flags(cc: str, openmp: bool = True) -> list[str]:
-    """BASE_FLAGS, plus -march=native and -fopenmp when the compiler accepts them. Probing
-    compiles small programs (~0.5 s), so its answer is kept in the cache directory per
-    compiler, machine and base flags; a missing or unreadable record is probed again."""
-    key = (cc, openmp)
+    """BASE_FLAGS, plus -march=<target_arch()> and -fopenmp when the compiler accepts them.
+    Probing compiles small programs (~0.5 s), so its answer is kept in the cache directory per
+    compiler, machine, target and base flags; a missing or unreadable record is probed again.
+    ``-march=native`` is dropped where the compiler refuses it; an ``EMBER_MARCH`` target is
+    not (a refused one fails the build with the compiler's message, never builds generic
+    code in silence)."""
+    march = target_arch()
+    key = (cc, openmp, march)
     if key not in _PROBED:
         record = os.path.join(cache.cache_dir(), "flags-" + cache.key_of(
-            _compiler_id(cc), str(openmp), _machine_id(), *BASE_FLAGS)[:32])
+            _compiler_id(cc), str(openmp), _machine_id(), march, *BASE_FLAGS)[:32])
         try:
             with open(record) as f:
                 flags = f.read().split()
@@ -65,8 +76,9 @@ def compiler_flags(cc: str, openmp: bool = True) -> list[str]:
             flags = []
         if not flags or flags[0] != "-O3":
             flags = list(BASE_FLAGS)
-            if _try(cc, flags + ["-march=native"]):
-                flags.append("-march=native")
+            if march != "native" or _try(cc, flags + ["-march=native"]):
+                flags.append(f"-march={march}")  # a target asked for is kept: a compiler
+                # that refuses it fails the build with its own message (CompileError)
             if openmp and _try(cc, flags + ["-fopenmp"]):
                 flags.append("-fopenmp")
             elif _try(cc, flags + ["-fopenmp-simd"]):
