@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as _np
-
-# PyTorch does not warn on overflow, division by zero or invalid values; numpy's kernels would.
-_np.seterr(all="ignore")
-
 from .backends.cpu import tune_allocator as _tune_allocator  # noqa: E402
 from .backends.cpu import num_threads as get_num_threads, set_num_threads  # noqa: E402,F401
 

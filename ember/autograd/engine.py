@@ -13,6 +13,7 @@ import weakref
 
 import numpy as np
 
+from ..backends.cpu import quiet
 from .grad_mode import state as _state
 
 _seq = itertools.count()
@@ -558,6 +559,7 @@ def _needed(roots, targets):
     return needed
 
 
+@quiet  # the accumulation below calls numpy directly
 def run_backward(root_edges, root_grads, retain_graph, create_graph, capture=None,
                  accumulate_into=None):
     """Propagate ``root_grads`` from ``root_edges`` through the graph.

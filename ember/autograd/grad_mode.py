@@ -4,15 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
-
-
-class _State(threading.local):
-    enabled = True
-    inference = False
-
-
-state = _State()
+from .._dispatch import STATE as state  # per thread: .enabled, .inference
 
 
 def is_grad_enabled() -> bool:

@@ -10,8 +10,11 @@ cost is that the process keeps its peak memory. ``EMBER_MALLOC_TUNING=0`` turns 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
+
+import numpy as np
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
@@ -27,6 +30,63 @@ def tune_allocator() -> bool:
     ok = libc.mallopt(_M_MMAP_THRESHOLD, 1 << 30) and libc.mallopt(_M_TRIM_THRESHOLD,
                                                                       (1 << 31) - 1)
     return bool(ok)
+
+
+# ---------------------------------------------------------------------- numpy's error state
+# PyTorch never warns on overflow, division by zero or invalid values; numpy's kernels would.
+# ember's kernels run with numpy's floating-point errors ignored, and nothing else does: the
+# user's own numpy calls keep the error state they set (np.seterr is never called). numpy
+# keeps that state in a context variable, so entering the quiet state is one set (and the
+# test for it, made by every nested op call, one get), far cheaper than an np.errstate.
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar as _ERRSTATE  # numpy >= 2
+    with np.errstate(all="ignore"):
+        _QUIET = _ERRSTATE.get()
+except ImportError:  # numpy 1.x: the public context manager, at its price
+    _ERRSTATE = _QUIET = None
+
+
+def quiet_enter():
+    """Enter the quiet error state on this thread (a no-op inside it); hand what it returns
+    to ``quiet_exit`` when the kernels are done."""
+    if _ERRSTATE is None:
+        state = np.errstate(all="ignore")
+        state.__enter__()
+        return state
+    if _ERRSTATE.get() is _QUIET:
+        return None
+    return _ERRSTATE.set(_QUIET)
+
+
+def quiet_exit(token) -> None:
+    if token is None:
+        return
+    if _ERRSTATE is None:
+        token.__exit__(None, None, None)
+    else:
+        _ERRSTATE.reset(token)
+
+
+def quiet(fn):
+    """``fn`` with numpy's floating-point errors ignored while it runs: for code above the
+    dispatcher that calls numpy itself (the autograd engine's accumulation, an optimizer's
+    fused step, gradient clipping)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        token = quiet_enter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            quiet_exit(token)
+    return wrapper
+
+
+def _quiet_thread() -> None:
+    """ember's own worker threads run only ember's kernels: quiet for good."""
+    if _ERRSTATE is None:
+        np.seterr(all="ignore")  # this thread's state only (numpy's is per thread)
+    else:
+        _ERRSTATE.set(_QUIET)
 
 
 # ---------------------------------------------------------------------- threads
@@ -93,7 +153,8 @@ def register_openmp(lib) -> None:
 def _pool():
     if not _POOL:
         from concurrent.futures import ThreadPoolExecutor
-        _POOL.append(ThreadPoolExecutor(num_threads(), thread_name_prefix="ember-cpu"))
+        _POOL.append(ThreadPoolExecutor(num_threads(), thread_name_prefix="ember-cpu",
+                                        initializer=_quiet_thread))
     return _POOL[0]
 
 
@@ -107,11 +168,7 @@ def parallel_rows(kernel, *arrays) -> None:
         return
     bounds = [rows * i // n for i in range(n + 1)]
 
-    def run(*blocks):
-        import numpy as np
-        with np.errstate(all="ignore"):  # worker threads do not inherit ember's np.seterr
-            kernel(*blocks)
-    futures = [_pool().submit(run, *(a[lo:hi] for a in arrays))
+    futures = [_pool().submit(kernel, *(a[lo:hi] for a in arrays))
                for lo, hi in zip(bounds[:-1], bounds[1:])]
     for f in futures:
         f.result()
@@ -138,8 +195,6 @@ def _in_slices(fn, *arrays) -> None:
 def parallel_ufunc(ufunc):
     """``f(a, b)``: ``ufunc(a, b)``, computed in per-thread slices when both are large
     C-contiguous arrays of one shape (memory-bound work that one core cannot saturate)."""
-    import numpy as np
-
     def f(a, b):
         if not _sliceable(a, b):
             return ufunc(a, b)

@@ -29,6 +29,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import _dtype as D
+from .._dispatch import STATE
 
 # Below this many elements the numpy kernels win or tie (the generated wrapper's fixed cost,
 # and OpenMP start-up, are a few tens of microseconds). Measured crossovers: GELU below 4k
@@ -93,9 +94,7 @@ def kernel(name: str, dtype: np.dtype, rank: int, **options) -> Callable | None:
     docstring)."""
     if not enabled() or getattr(_LOCAL, "busy", False):
         return None
-    from ..compiler import capture
-
-    if capture.TRACING[0]:
+    if STATE.tracing:
         return None
     if np.dtype(dtype) == np.float64 and (name, options.get("approximate")) not in _PAYS64:
         return None
@@ -130,7 +129,7 @@ def _build(name: str, dt: D.dtype, rank: int, options: dict) -> Callable | None:
     hints = _HINTS[:rank]
     shape = tuple(env.new_symbol(h, 2, None, f"arg0.size()[{d}]") for d, h in enumerate(hints))
     examples = [_wrap(np.zeros(hints, dt.np), dt) for _ in range(n_in)]
-    symbolic.ENVS.append(env)
+    STATE.shape_envs.append(env)
     try:
         with no_grad():
             graph, lifted = capture.trace(lambda *t: fn(t, dt, **options), tuple(examples),
@@ -144,7 +143,7 @@ def _build(name: str, dt: D.dtype, rank: int, options: dict) -> Callable | None:
             return None  # nothing was lowered to C: numpy is as good
         run = symbolic.bind_calls(cg, [n.meta.shape for n in graph.inputs], graph.nodes)
     finally:
-        symbolic.ENVS.pop()
+        STATE.shape_envs.pop()
 
     def call(*arrays: np.ndarray) -> np.ndarray:
         STATS["calls"] += 1

@@ -15,12 +15,12 @@ from typing import Any
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from ..nn.modules.module import Module
-from ..ops import registry
 from . import capture, guards, pytree, stance, symbolic
 from .capture import GraphBreak
 from .graph import Graph, GraphModule, interpret, with_writebacks
 from .passes import run_pipeline
 from .runtime import CompileError, CompilerUnavailable
+from .._dispatch import STATE
 
 log = logging.getLogger("ember.compiler")
 
@@ -357,7 +357,7 @@ class CompiledFunction:
         return [e.graph for e in self._entries if e.graph is not None]
 
     def __call__(self, *args, **kwargs):
-        if registry.TRACE[0] is not None:
+        if STATE.capture is not None:
             return self._fn(*args, **kwargs)  # inside another trace: inline
         mode = stance.check()
         if mode == "force_eager":
@@ -511,7 +511,7 @@ class CompiledFunction:
             _log("dynamic", "compiling %s with symbolic sizes: %s",
                  getattr(self._fn, "__name__", "fn"),
                  ", ".join(f"{s.name}={s.source} (hint {s.hint})" for s in env.symbols))
-            symbolic.ENVS.append(env)
+            STATE.shape_envs.append(env)
         effects = capture.SideEffects(args, kwargs, self._free, self._modules(args))
         try:
             try:
@@ -573,7 +573,7 @@ class CompiledFunction:
                 raise _Retry(f"backend: {type(e).__name__}: {e}") from e
         finally:
             if env is not None:
-                symbolic.ENVS.pop()
+                STATE.shape_envs.pop()
         dyn = None
         if env is not None:
             bad = env.violations()
@@ -725,7 +725,7 @@ def reset() -> None:
 
 def is_compiling() -> bool:
     """True while ember.compile is capturing a function."""
-    return capture.TRACING[0] > 0
+    return STATE.tracing > 0
 
 
 def disable(fn: Callable | None = None, recursive: bool = True, *, reason: str | None = None):
@@ -735,7 +735,7 @@ def disable(fn: Callable | None = None, recursive: bool = True, *, reason: str |
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if registry.TRACE[0] is not None:
+        if STATE.capture is not None:
             raise GraphBreak(f"call to ember.compiler.disable'd function "
                              f"{getattr(fn, '__name__', fn)}" + (f": {reason}" if reason else ""))
         return fn(*args, **kwargs)

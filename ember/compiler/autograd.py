@@ -23,10 +23,10 @@ from ..autograd.engine import SavedTensor
 from ..autograd.engine import TensorMeta as EngineMeta
 from ..autograd.function import Function
 from ..autograd.grad_mode import state as _grad_state
-from ..ops import registry
 from . import pytree
 from .capture import GraphBreak, Proxy, Tracer
 from .graph import Graph, Node, TensorMeta
+from .._dispatch import STATE
 
 
 def _stand_in(meta: TensorMeta):
@@ -164,8 +164,8 @@ def derive_backward(graph: Graph, input_rg: list[bool]) -> tuple[Graph, list[Nod
             g = g.to(n.meta.dtype)
         grads[id(n)] = g if id(n) not in grads else grads[id(n)] + g
 
-    prev = registry.TRACE[0]
-    registry.TRACE[0] = tracer.handle
+    prev = STATE.capture
+    STATE.capture = tracer.handle
     grad_prev = _grad_state.enabled
     _grad_state.enabled = False
     try:
@@ -205,7 +205,7 @@ def derive_backward(graph: Graph, input_rg: list[bool]) -> tuple[Graph, list[Nod
                 elif isinstance(a, Node):
                     accumulate(a, r)
     finally:
-        registry.TRACE[0] = prev
+        STATE.capture = prev
         _grad_state.enabled = grad_prev
     # inputs without a path to the outputs get no gradient (None), as in eager
     wanted = [i for i, (n, f) in enumerate(zip(graph.inputs, input_rg))

@@ -1,6 +1,6 @@
 """Capture: run the user's function on symbolic tensors and record every op call as a node.
 
-While a trace runs, ``ember.ops.registry.TRACE[0]`` is the tracer, so every op-table call
+While a trace runs, ``ember._dispatch.STATE.capture`` is the tracer, so every op-table call
 (functions, methods, operators, in-place variants) reaches ``Tracer.handle`` instead of a
 kernel. Tensor arguments are ``Proxy`` objects: Tensors with a shape and dtype but no data.
 Reading a proxy's data (``.item()``, ``bool(t)``, ``.numpy()``, printing, or any ember code
@@ -29,10 +29,10 @@ from . import pytree
 from .graph import Graph, Node, TensorMeta
 from .guards import map_ints
 from .passes.decompose import meta_args
-from .symbolic import ENVS, ShapeEnv, SymInt, evaluate, fit, size_carrier, symbols_of
+from .symbolic import ShapeEnv, SymInt, evaluate, fit, size_carrier, symbols_of
+from .._dispatch import STATE
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRACING = [0]  # depth of active traces (is_compiling())
 
 
 class GraphBreak(Exception):
@@ -192,7 +192,7 @@ class Proxy(Tensor):
 
 
 class Tracer:
-    """Builds one graph while installed as ``registry.TRACE[0]``."""
+    """Builds one graph while installed as ``STATE.capture``."""
 
     def __init__(self, env: ShapeEnv | None = None):
         self.graph = Graph()
@@ -202,7 +202,7 @@ class Tracer:
         self.readonly: set[int] = set()  # ids of input nodes whose tensor is read-only
         # dynamic shapes: the symbols' environment (None: all static); a tracer made while a
         # dynamic compilation is active (the backward graph's) shares it
-        self.env = env if env is not None else ENVS[-1]
+        self.env = env if env is not None else STATE.shape_envs[-1]
 
     # ------------------------------------------------------------------ values
     def wrap(self, node: Node, rg: bool, aliased: bool = False) -> Proxy:
@@ -256,7 +256,7 @@ class Tracer:
         if mode == "inplace":
             return self._inplace(op, args, kwargs)
         tensors = pytree.collect((args, kwargs), Tensor, [])
-        registry.TRACE[0] = None  # run_meta evaluates the op on stand-ins: no recursion
+        STATE.capture = None  # run_meta evaluates the op on stand-ins: no recursion
         # a random op's meta may draw samples: the run must see the generator untouched
         gens = rng_states(args, kwargs) if "random" in op.tags else ()
         try:
@@ -267,7 +267,7 @@ class Tracer:
                 raise GraphBreak(f"{op.name}: its output shape depends on the input's values")
             raise
         finally:
-            registry.TRACE[0] = self.handle
+            STATE.capture = self.handle
             for g, st in gens:
                 g.set_state(st)
         node = self.graph.add("call", op, self.to_nodes(args), self.to_nodes(kwargs))
@@ -371,9 +371,9 @@ def trace(fn, args: tuple, kwargs: dict, env: ShapeEnv | None = None,
     shapes = shapes or {}
     proxies = [tracer.input(t, n, shapes.get(i)) for i, (t, n) in enumerate(zip(leaves, names))]
     p_args, p_kwargs = pytree.unflatten(skeleton, proxies)
-    prev = registry.TRACE[0]
-    registry.TRACE[0] = tracer.handle
-    TRACING[0] += 1
+    prev = STATE.capture
+    STATE.capture = tracer.handle
+    STATE.tracing += 1
     prev_print, builtins.print = builtins.print, _traced_print
     _PRINT_OWNER.append((threading.get_ident(), prev_print))
     try:
@@ -381,8 +381,8 @@ def trace(fn, args: tuple, kwargs: dict, env: ShapeEnv | None = None,
     finally:
         builtins.print = prev_print
         _PRINT_OWNER.pop()
-        registry.TRACE[0] = prev
-        TRACING[0] -= 1
+        STATE.capture = prev
+        STATE.tracing -= 1
         tracer.restore()
     outs, spec = pytree.flatten(result, Tensor)
     graph = tracer.graph

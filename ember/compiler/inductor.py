@@ -19,16 +19,6 @@ from .graph import Graph, Node
 from .lower import contiguous_strides
 from .runtime import build_many
 
-# How long an idle OpenMP thread spins before it sleeps (read when the OpenMP runtime loads
-# with the first kernel library; a user's OMP_WAIT_POLICY or GOMP_SPINCOUNT wins). A compiled
-# graph is a run of short parallel regions on one pool (gemm.py): a thread that slept after
-# each would be woken ~150 times a GPT step (that step: 75-80 ms with sleeping threads,
-# 54-66 ms spinning). libgomp's default spin (300,000 rounds, milliseconds) would hold the cores
-# long after a graph, against numpy's BLAS threads in the eager code that follows; a short spin
-# keeps the threads warm from one kernel to the next and no longer.
-if "OMP_WAIT_POLICY" not in os.environ:
-    os.environ.setdefault("GOMP_SPINCOUNT", "20000")
-
 
 # Generated C per extra compiler process: below this a graph builds as one unit (starting a
 # process and parsing the prelude again would cost more than the split saves).

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 
 from . import cache
 
@@ -164,9 +165,30 @@ def build_many(sources: list[str], openmp: bool = True) -> list[ctypes.CDLL]:
     return libs
 
 
+# How long an idle OpenMP thread spins before it sleeps. A compiled graph is a run of short
+# parallel regions on one pool (gemm.py): a thread that slept after each would be woken ~150
+# times a GPT step (that step: 75-80 ms with sleeping threads, 54-66 ms spinning). libgomp's
+# default spin (300,000 rounds, milliseconds) would hold the cores long after a graph, against
+# numpy's BLAS threads in the eager code that follows; a short spin keeps the threads warm from
+# one kernel to the next and no longer. libgomp reads it once, when it is first loaded, which
+# happens with ember's first kernel library: the variable is set for that load alone, so the
+# process environment (and any program ember starts) is left as the user had it. A user's
+# OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
+GOMP_SPINCOUNT = "20000"
+_ENV_LOCK = threading.Lock()
+
+
 def _load(path: str) -> ctypes.CDLL:
     from ..backends import cpu
-    lib = ctypes.CDLL(path)
+    with _ENV_LOCK:
+        scoped = "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
+        if scoped:
+            os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT
+        try:
+            lib = ctypes.CDLL(path)
+        finally:
+            if scoped:
+                del os.environ["GOMP_SPINCOUNT"]
     cpu.register_openmp(lib)  # set_num_threads reaches the kernels' OpenMP runtime
     return lib
 

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable
 from fractions import Fraction
 from typing import Any
 
+from .._dispatch import STATE
+
 
 class ConstraintViolationError(RuntimeError):
     """A dimension marked dynamic with ``mark_dynamic`` was specialised by the program."""
@@ -385,7 +387,6 @@ def _decide(terms: dict, op: str) -> bool | None:
 
 # ---------------------------------------------------------------------- environments
 BINDINGS: list = [None]  # run time: symbol -> size of the running call
-ENVS: list = [None]  # compile time: the ShapeEnv recording guards
 
 
 class ShapeEnv:
@@ -424,11 +425,11 @@ class ShapeEnv:
             self.add_guard(f"{sym.name} == {sym.hint}")
 
     def __enter__(self):
-        ENVS.append(self)
+        STATE.shape_envs.append(self)
         return self
 
     def __exit__(self, *exc):
-        ENVS.pop()
+        STATE.shape_envs.pop()
         return False
 
     def range_guards(self) -> list[str]:
@@ -461,7 +462,7 @@ class ShapeEnv:
 
 
 def _record(a: SymInt, b, op: str, result: bool) -> None:
-    env = ENVS[-1]
+    env = STATE.shape_envs[-1]
     if env is None or BINDINGS[-1] is not None:
         return
     mine = set(env.symbols)
@@ -567,7 +568,7 @@ def wrapper_bindings(shapes: list[tuple], array_expr: str = "inputs[{i}]._data"
             dim = f"{array_expr.format(i=i)}.shape[{d}]"
             out.append((s.name, dim if (c, k) == (1, 0) else f"({dim} - {k}) // {c}"))
         else:
-            env = ENVS[-1]
+            env = STATE.shape_envs[-1]
             if env is not None:
                 env.specialize(s, "no graph input has it as a dimension")
             out.append((s.name, str(s.hint)))
@@ -586,8 +587,8 @@ def bind_calls(fn: Callable, shapes: list[tuple], nodes: Iterable = ()) -> Calla
     src = binding_sources(shapes)
     fixed = {s: s.hint for s in syms if s not in src}
     for s in fixed:  # no input has it as a dimension: the entry is valid only at the hint
-        if ENVS[-1] is not None:
-            ENVS[-1].specialize(s, "no graph input has it as a dimension")
+        if STATE.shape_envs[-1] is not None:
+            STATE.shape_envs[-1].specialize(s, "no graph input has it as a dimension")
     pairs = [(s, src[s]) for s in syms if s in src]
     sym_nodes = [(n, n.args, n.kwargs) for n in nodes
                  if has_symbols(n.args) or has_symbols(tuple(n.kwargs.values()))]

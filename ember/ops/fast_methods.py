@@ -11,8 +11,10 @@ from .. import _dtype as D
 from .._tensor import Tensor
 from ..autograd import engine
 from ..autograd.grad_mode import state as _grad_state
-from .registry import (_KERNEL_ERRORS, _NP_FROM, TRACE, OpDef, call_as_method,
+from .registry import (_KERNEL_ERRORS, _NP_FROM, OpDef, call_as_method,
                        call_as_operator, translate_error)
+from .._dispatch import STATE
+from ..backends.cpu import quiet_enter, quiet_exit
 
 _new = object.__new__
 
@@ -44,13 +46,16 @@ def fast_unary_method(op: OpDef) -> Callable:
     view = op.view
 
     def method(self, *args, **kwargs):
-        if TRACE[0] is not None or len(args) > max_args or "out" in kwargs or \
+        if STATE.capture is not None or len(args) > max_args or "out" in kwargs or \
                 not isinstance(self, Tensor):
             return op(self, *args, **kwargs)
+        token = quiet_enter()
         try:
             res = impl(np, self._data, *args, **kwargs) if kwargs else impl(np, self._data, *args)
         except _KERNEL_ERRORS as e:
             raise translate_error(op, e, (self,) + args, kwargs) from None
+        finally:
+            quiet_exit(token)
         if type(res) is not np.ndarray or (dt := _NP_FROM.get(res.dtype)) is None:
             return _fast_result(op, res, (self,) + args, kwargs, [self])
         out = _new(Tensor)
@@ -81,16 +86,19 @@ def fast_binary_method(op: OpDef, operator: bool = False) -> Callable:
     kernel_dtypes = _KERNEL_DTYPES if kernel is not None else {}
 
     def binary(self, other):
-        if TRACE[0] is None and isinstance(self, Tensor):
+        if STATE.capture is None and isinstance(self, Tensor):
             if isinstance(other, Tensor):
                 a = self._data
                 b = other._data
                 dt = a.dtype
                 if dt is b.dtype and (edt := kernel_dtypes.get(dt)) is not None:
+                    token = quiet_enter()
                     try:
                         res = kernel(a, b)
                     except _KERNEL_ERRORS:
                         return op(self, other)  # the full path raises PyTorch's error
+                    finally:
+                        quiet_exit(token)
                     if type(res) is not np.ndarray:
                         res = np.asarray(res)  # numpy hands back scalars for 0-d operands
                     out = _new(Tensor)
@@ -108,10 +116,13 @@ def fast_binary_method(op: OpDef, operator: bool = False) -> Callable:
             else:
                 inputs = None
             if inputs is not None:
+                token = quiet_enter()
                 try:
                     res = impl(np, self._data, b)
                 except _KERNEL_ERRORS as e:
                     raise translate_error(op, e, (self, other), {}) from None
+                finally:
+                    quiet_exit(token)
                 if type(res) is not np.ndarray or (dt := _NP_FROM.get(res.dtype)) is None:
                     return _fast_result(op, res, (self, other), {}, inputs)
                 out = _new(Tensor)
@@ -129,8 +140,9 @@ def fast_binary_method(op: OpDef, operator: bool = False) -> Callable:
         return binary
 
     def method(self, *args, **kwargs):
-        if len(args) == 1 and not kwargs and TRACE[0] is None and isinstance(self, Tensor) and \
-                (isinstance(args[0], Tensor) or type(args[0]) in numbers):
+        if len(args) == 1 and not kwargs and STATE.capture is None and \
+                isinstance(self, Tensor) and (isinstance(args[0], Tensor) or
+                                              type(args[0]) in numbers):
             return binary(self, args[0])  # takes its fast path (never the operator fallback)
         return call_as_method(op, self, args, kwargs)
     return method

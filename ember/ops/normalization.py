@@ -16,6 +16,7 @@ as many temporaries.
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -24,6 +25,7 @@ from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from .arguments import takes_tensors
 from .registry import op
+from .._dispatch import STATE
 
 PUBLIC = ["batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm"]
 
@@ -81,7 +83,7 @@ def _live(g):
     if g is None:
         return None
     cap = sys.modules.get("ember.compiler.capture")  # imported only once the compiler is used
-    if cap is not None and (cap.TRACING[0] > 0 or isinstance(g, cap.Proxy)):
+    if cap is not None and (STATE.tracing > 0 or isinstance(g, cap.Proxy)):
         return g
     return g if g._data.any() else None
 
@@ -111,8 +113,10 @@ def _norm_backward(xp, grad: "Tensor", input: "Tensor", mean: "Tensor?", rstd: "
         gb = grad.sum(axis=param_dims) if param_dims else grad.copy()
     if needs[0]:
         gh = grad * weight if weight is not None else grad.copy()
-        c2 = (gh * xhat).mean(axis=stat_dims, keepdims=True)
-        c1 = gh.mean(axis=stat_dims, keepdims=True) if mean is not None else None
+        # sum / n is numpy's mean bit for bit, without its warning on an empty batch
+        n = math.prod(input.shape[d] for d in stat_dims)
+        c2 = (gh * xhat).sum(axis=stat_dims, keepdims=True) / n
+        c1 = gh.sum(axis=stat_dims, keepdims=True) / n if mean is not None else None
         xhat *= c2
         gh -= xhat
         if c1 is not None:

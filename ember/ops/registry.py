@@ -33,6 +33,8 @@ from .. import _dtype as D
 from .._tensor import Tensor, _wrap
 from ..autograd import engine
 from ..autograd.grad_mode import state as _grad_state
+from .._dispatch import STATE
+from ..backends.cpu import quiet_enter, quiet_exit
 
 OPS: dict[str, OpDef] = {}
 
@@ -44,10 +46,6 @@ NO_PROMOTE = None
 
 _HALF = (D.float16, D.bfloat16)
 
-# The compiler's capture hook. While a trace is active, TRACE[0] is a callable
-# ``handler(op, args, kwargs, mode)`` (mode: "call", "inplace" or "out") that receives every
-# op call instead of the eager path. One list lookup per call when no trace runs.
-TRACE: list = [None]
 _NP_FROM = D._FROM_NP
 _new = object.__new__
 # what a numpy kernel raises on bad input; the dispatcher turns it into PyTorch's error
@@ -291,88 +289,93 @@ class OpDef:
 
     def __call__(self, *args, **kwargs):
         """Run the op on tensors and Python values (the public function ``ember.<name>``)."""
-        hook = TRACE[0]
+        hook = STATE.capture
         if hook is not None:
             return hook(self, args, kwargs, "call")
-        if kwargs:
-            if "out" in kwargs:
-                if not self.has_out:
-                    raise TypeError(f"{self.name}() got an unexpected keyword argument 'out'")
-                out = kwargs.pop("out")
-                if out is not None:
-                    if isinstance(out, Tensor):
-                        check_partial_overlap(self, out._data, (*args, *kwargs.values()))
-                    if self.out_dtype is not None and isinstance(out, Tensor):
-                        self._dtype_from_out(out, kwargs)
-                    try:
-                        result = self(*args, **kwargs)
-                    except NotImplementedError as e:
-                        raise_if_uncastable(self, out, args, kwargs, e)  # PyTorch checks first
-                        raise
-                    return write_out(self, out, result)
-            if not self._tensor_kw.isdisjoint(kwargs):
-                args, kwargs = self.normalize(args, kwargs)
-        nargs = len(args)
-        if nargs > self.n_positional:
-            raise TypeError(f"{self.name}() takes {self.n_positional} positional arguments but "
-                            f"{nargs} were given")
-        if nargs < self.n_required:
-            self._check_missing(nargs, kwargs)
-        vals = list(args)
-        unwrap = self.promote is None  # promoted ops unwrap (and cast) in _promote
-        if self.list_pos:
-            inputs = self._collect_with_lists(vals, nargs, unwrap)
-        else:
-            inputs = []
-            arg_kind = self._arg_kind
-            for i in self.tensor_pos:
-                if i >= nargs:
-                    break
-                a = vals[i]
-                if isinstance(a, Tensor):
-                    inputs.append(a)
-                    if unwrap:
-                        vals[i] = a._data
-                elif i in arg_kind:
-                    self._non_tensor(i, a, inputs, unwrap)  # None for "Tensor?", else raises
-        out_dtype = None
-        if not unwrap:
-            out_dtype = self._promote(vals, nargs)
-        elif self.upcast_half and inputs and inputs[0]._dtype in _HALF:
-            out_dtype = inputs[0]._dtype
-            for i in self.tensor_pos:
-                if i < nargs and isinstance(vals[i], np.ndarray) and vals[i].dtype == \
-                        out_dtype.np:
-                    vals[i] = vals[i].astype(np.float32)
+        token = quiet_enter()  # numpy's FP errors ignored for ember's kernels alone
         try:
-            res = self.impl(np, *vals, **kwargs) if kwargs else self.impl(np, *vals)
-        except _KERNEL_ERRORS as e:
-            raise translate_error(self, e, args, kwargs) from None
-        if self._plain and type(res) is np.ndarray and out_dtype is None and \
-                (dt := _NP_FROM.get(res.dtype)) is not None:
-            outs = _new(Tensor)  # the common case: _wrap inline
-            outs._data = res
-            outs._dtype = dt
-            view = self.view
-            if view and (view is True or np.may_share_memory(res, inputs[0]._data)):
-                _mark_view(outs, inputs[0])
-        elif self.returns == "python":
-            return res
-        else:
-            outs = self._wrap_outputs(res, out_dtype, inputs)
-            if self._factory and kwargs.get("requires_grad"):
-                if not (outs._dtype.is_floating_point or outs._dtype.is_complex):
-                    raise RuntimeError("Only Tensors of floating point and complex dtype can "
-                                       "require gradients")
-                outs.requires_grad_()
-        if _grad_state.enabled and self.backward is not None:
-            for t in inputs:
-                if t._leaf_rg or t.grad_fn is not None:
-                    engine.record(self, args, kwargs, inputs, outs)
-                    break
-        if self.returns is not None and type(outs) is tuple:
-            return self.returns(*outs)
-        return outs
+            if kwargs:
+                if "out" in kwargs:
+                    if not self.has_out:
+                        raise TypeError(f"{self.name}() got an unexpected keyword argument 'out'")
+                    out = kwargs.pop("out")
+                    if out is not None:
+                        if isinstance(out, Tensor):
+                            check_partial_overlap(self, out._data, (*args, *kwargs.values()))
+                        if self.out_dtype is not None and isinstance(out, Tensor):
+                            self._dtype_from_out(out, kwargs)
+                        try:
+                            result = self(*args, **kwargs)
+                        except NotImplementedError as e:
+                            raise_if_uncastable(self, out, args, kwargs, e)  # PyTorch checks first
+                            raise
+                        return write_out(self, out, result)
+                if not self._tensor_kw.isdisjoint(kwargs):
+                    args, kwargs = self.normalize(args, kwargs)
+            nargs = len(args)
+            if nargs > self.n_positional:
+                raise TypeError(f"{self.name}() takes {self.n_positional} positional arguments but "
+                                f"{nargs} were given")
+            if nargs < self.n_required:
+                self._check_missing(nargs, kwargs)
+            vals = list(args)
+            unwrap = self.promote is None  # promoted ops unwrap (and cast) in _promote
+            if self.list_pos:
+                inputs = self._collect_with_lists(vals, nargs, unwrap)
+            else:
+                inputs = []
+                arg_kind = self._arg_kind
+                for i in self.tensor_pos:
+                    if i >= nargs:
+                        break
+                    a = vals[i]
+                    if isinstance(a, Tensor):
+                        inputs.append(a)
+                        if unwrap:
+                            vals[i] = a._data
+                    elif i in arg_kind:
+                        self._non_tensor(i, a, inputs, unwrap)  # None for "Tensor?", else raises
+            out_dtype = None
+            if not unwrap:
+                out_dtype = self._promote(vals, nargs)
+            elif self.upcast_half and inputs and inputs[0]._dtype in _HALF:
+                out_dtype = inputs[0]._dtype
+                for i in self.tensor_pos:
+                    if i < nargs and isinstance(vals[i], np.ndarray) and vals[i].dtype == \
+                            out_dtype.np:
+                        vals[i] = vals[i].astype(np.float32)
+            try:
+                res = self.impl(np, *vals, **kwargs) if kwargs else self.impl(np, *vals)
+            except _KERNEL_ERRORS as e:
+                raise translate_error(self, e, args, kwargs) from None
+            if self._plain and type(res) is np.ndarray and out_dtype is None and \
+                    (dt := _NP_FROM.get(res.dtype)) is not None:
+                outs = _new(Tensor)  # the common case: _wrap inline
+                outs._data = res
+                outs._dtype = dt
+                view = self.view
+                if view and (view is True or np.may_share_memory(res, inputs[0]._data)):
+                    _mark_view(outs, inputs[0])
+            elif self.returns == "python":
+                return res
+            else:
+                outs = self._wrap_outputs(res, out_dtype, inputs)
+                if self._factory and kwargs.get("requires_grad"):
+                    if not (outs._dtype.is_floating_point or outs._dtype.is_complex):
+                        raise RuntimeError("Only Tensors of floating point and complex dtype can "
+                                           "require gradients")
+                    outs.requires_grad_()
+            if _grad_state.enabled and self.backward is not None:
+                for t in inputs:
+                    if t._leaf_rg or t.grad_fn is not None:
+                        engine.record(self, args, kwargs, inputs, outs)
+                        break
+            if self.returns is not None and type(outs) is tuple:
+                return self.returns(*outs)
+            return outs
+        finally:
+            quiet_exit(token)
+
 
     def _collect_with_lists(self, vals: list, nargs: int, unwrap: bool) -> list:
         """The tensor arguments of an op with a ``Tensor[]`` parameter, in signature order
@@ -592,27 +595,31 @@ def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
     """``x.<op>_(...)``: run the op out of place, then write the result into ``x``."""
     if not isinstance(self, Tensor):
         raise arg_type_error(op, 0, False, f"Tensor, not {type_name(self)}", op.name + "_")
-    hook = TRACE[0]
+    hook = STATE.capture
     if hook is not None:
         return hook(op, (self,) + tuple(args), kwargs, "inplace")
-    if _grad_state.enabled:
-        engine.check_inplace(self)
-    check_partial_overlap(op, self._data, (*args, *kwargs.values()))
-    into = op.inplace_into
-    if into is not None and not (_grad_state.enabled and (
-            self.requires_grad or any(getattr(a, "requires_grad", False) for a in args))) \
-            and into(self, args, kwargs):
-        self._bump()  # computed in self's memory, with nothing for autograd to record
-        return self
+    token = quiet_enter()
     try:
-        result = call_as_method(op, self, args, kwargs, op.name + "_")
-    except NotImplementedError as e:
-        raise_if_uncastable(op, self, (self,) + tuple(args), kwargs, e)  # PyTorch checks first
-        raise
-    if op.name in _C_NAME_CAST and not D.can_cast(result._dtype, self._dtype) and \
-            not any(isinstance(a, Tensor) for a in (*args, *kwargs.values())):
-        raise cast_error(result._dtype, self._dtype, c_name=True)
-    return write_inplace(self, result, op.name + "_")
+        if _grad_state.enabled:
+            engine.check_inplace(self)
+        check_partial_overlap(op, self._data, (*args, *kwargs.values()))
+        into = op.inplace_into
+        if into is not None and not (_grad_state.enabled and (
+                self.requires_grad or any(getattr(a, "requires_grad", False) for a in args))) \
+                and into(self, args, kwargs):
+            self._bump()  # computed in self's memory, with nothing for autograd to record
+            return self
+        try:
+            result = call_as_method(op, self, args, kwargs, op.name + "_")
+        except NotImplementedError as e:
+            raise_if_uncastable(op, self, (self,) + tuple(args), kwargs, e)  # PyTorch checks first
+            raise
+        if op.name in _C_NAME_CAST and not D.can_cast(result._dtype, self._dtype) and \
+                not any(isinstance(a, Tensor) for a in (*args, *kwargs.values())):
+            raise cast_error(result._dtype, self._dtype, c_name=True)
+        return write_inplace(self, result, op.name + "_")
+    finally:
+        quiet_exit(token)
 
 
 # in-place ops whose all-Scalar overload names the target in C++ ("long int") in its cast error

@@ -19,7 +19,8 @@ from .._tensor import Size, Tensor, _root, _wrap_dim
 from .bind import tensor_method
 from .arguments import takes_tensors
 from .fast_methods import fast_unary_method
-from .registry import TRACE, alias_all, broadcast_error, op
+from .registry import alias_all, broadcast_error, op
+from .._dispatch import STATE
 
 _new = object.__new__
 
@@ -142,7 +143,7 @@ def _(ctx, g):
 def _view_method(self, *shape, dtype=None):
     # the commonest case inline (plain int sizes, nothing to infer, no autograd, no trace):
     # what the op's dispatcher would do for it, at a third of the cost
-    if dtype is None and TRACE[0] is None and not self._leaf_rg and self.grad_fn is None \
+    if dtype is None and STATE.capture is None and not self._leaf_rg and self.grad_fn is None \
             and type(self) is Tensor and all(type(s) is int and s >= 0 for s in shape):
         a = self._data
         if math.prod(shape) == a.size:

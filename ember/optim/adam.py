@@ -8,6 +8,7 @@ import numpy as np
 from .._tensor import Tensor
 from .. import _dtype as D
 from ..backends import native
+from ..backends.cpu import quiet
 from .optimizer import Optimizer, advance_state, check_range, grads_of, value, weight_decay
 
 
@@ -100,6 +101,7 @@ def _fusable(p, g, group) -> bool:
             and g.dtype is p.dtype and not p.is_complex() and g.grad_fn is None)
 
 
+@quiet  # numpy called directly: its FP errors ignored, as in every ember kernel
 def _fused_update(p, g, m, v, vmax, t, lr, beta1, beta2, eps, wd, decoupled, maximize):
     """One Adam step on the arrays in place, with the same arithmetic (and float rounding
     order) as the op-by-op path: PyTorch's fused CPU Adam plays the same role."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from ..._dispatch import STATE
 from ..._tensor import Tensor
 from .. import pytree
 from ..graph import Graph, Node
@@ -25,7 +26,6 @@ class _Meta:
 def inline(fn: Callable, node: Node, prefix: str) -> tuple[list[Node], object]:
     """Trace ``fn(*node.args, **node.kwargs)`` with the node's tensor arguments as symbolic
     values: ``(new nodes reading the original argument nodes, result node(s))``."""
-    from ...ops import registry
     from ..capture import Tracer
 
     tracer = Tracer()
@@ -37,12 +37,12 @@ def inline(fn: Callable, node: Node, prefix: str) -> tuple[list[Node], object]:
             proxy[id(a)] = p
             originals[id(p._node)] = a
     args, kwargs = pytree.map_leaves((node.args, node.kwargs), Node, lambda n: proxy[id(n)])
-    prev = registry.TRACE[0]
-    registry.TRACE[0] = tracer.handle
+    prev = STATE.capture
+    STATE.capture = tracer.handle
     try:
         result = fn(*args, **kwargs)
     finally:
-        registry.TRACE[0] = prev
+        STATE.capture = prev
     if tracer.lifted_tensors:
         raise RuntimeError(f"decomposition of {node.target.name} read a tensor from outside")
     made: dict[int, Node] = dict(originals)

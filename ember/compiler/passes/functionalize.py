@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._dispatch import STATE
 from .. import pytree
 from ..graph import Graph, Node, TensorMeta
 
@@ -83,10 +84,9 @@ class _Builder:
         output sizes are expressions over them (fitted as capture fits them, and re-checked
         per new set of sizes), so a write-back does not specialise the graph."""
         from ..capture import _Shaped, symbolic_meta
-        from ..symbolic import ENVS
         metas = pytree.map_leaves((args, kwargs), Node,
                                   lambda n: _Shaped(n.meta.shape, n.meta.dtype))
-        meta = symbolic_meta(ENVS[-1], op, *metas)
+        meta = symbolic_meta(STATE.shape_envs[-1], op, *metas)
         if isinstance(meta[1], tuple):
             return tuple(TensorMeta(*m) for m in meta)
         return TensorMeta(*meta)
@@ -138,14 +138,13 @@ class _StorageProbe:
     def writable(self, root: Node, chain: list[Node]) -> bool:
         """False when eager would refuse to write the chain's view (an expanded view, whose
         elements alias each other)."""
-        from ...ops import registry
-        prev, registry.TRACE[0] = registry.TRACE[0], None  # called during a trace: run eagerly
+        prev, STATE.capture = STATE.capture, None  # called during a trace: run eagerly
         try:
             return bool(self._value(root, chain)._data.flags.writeable)
         except Exception:  # noqa: BLE001  a chain the probe cannot run: let capture decide
             return True
         finally:
-            registry.TRACE[0] = prev
+            STATE.capture = prev
 
     def shares_storage(self, root: Node, chain: list[Node]) -> bool:
         try:

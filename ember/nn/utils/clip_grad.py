@@ -6,6 +6,7 @@ import numpy as np
 
 from ..._tensor import Tensor
 from ...autograd.grad_mode import no_grad
+from ...backends.cpu import quiet
 from ...ops.linalg_norm import linalg_vector_norm
 
 
@@ -15,6 +16,7 @@ def _grads(tensors):
     return [t for t in tensors if t is not None]
 
 
+@quiet  # (an inf norm or gradient gives NaN and inf silently, as PyTorch)
 def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = False,
                    foreach=None) -> Tensor:
     """The norm of all the given tensors together, as if concatenated into one vector."""
@@ -45,6 +47,7 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
     return total
 
 
+@quiet
 def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, foreach=None):
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     grads = [p.grad for p in params if p.grad is not None]

@@ -1,0 +1,123 @@
+"""Per-thread dispatch state (ember/_dispatch.py): what one thread sets (the compiler's capture
+hook, tracing depth, grad mode) never changes how another thread's op calls run."""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import numpy as np
+from compile_util import fresh_compiler  # noqa: F401 (autouse fixture)
+
+import ember
+
+
+def _in_other_thread(fn):
+    """Run ``fn`` in a new thread while the caller waits; its result or its exception."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller
+            box["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(60)
+    assert not t.is_alive(), "the other thread hung"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def test_eager_ops_in_another_thread_while_one_thread_captures():
+    """While thread A is inside ``ember.compile``'s capture, thread B's eager
+    ``ones(3) + ones(3)`` is a real tensor with data, not a symbolic value of A's graph."""
+    seen = queue.SimpleQueue()  # (a list changed inside f would be a side effect: no capture)
+
+    def other():
+        y = ember.ones(3) + ember.ones(3)
+        z = y.exp().sum()
+        return y, z, ember.compiler.is_compiling(), ember.is_grad_enabled()
+
+    def f(x):
+        if ember.compiler.is_compiling():
+            seen.put(_in_other_thread(other))  # runs while this thread is capturing
+        return x * 2
+
+    with ember.no_grad():
+        out = ember.compile(f)(ember.ones(3))
+    assert seen.qsize() == 1  # captured once
+    y, z, compiling, grad = seen.get()
+    assert type(y) is ember.Tensor and type(z) is ember.Tensor
+    np.testing.assert_array_equal(y.numpy(), [2.0, 2.0, 2.0])
+    assert abs(z.item() - 3 * np.exp(2.0)) < 1e-4
+    assert compiling is False  # the other thread is not compiling
+    assert grad is True  # no_grad here does not reach the other thread
+    np.testing.assert_array_equal(out.numpy(), [2.0, 2.0, 2.0])
+
+
+def test_capture_in_two_threads_at_once():
+    """Two threads compiling different functions at the same time each get their own graph."""
+    barrier = threading.Barrier(2, timeout=30)
+
+    def make(k):
+        def f(x):
+            barrier.wait()  # both threads are capturing now
+            return x * k + 1
+        return ember.compile(f)
+
+    fns = {k: make(k) for k in (2.0, 3.0)}
+    results = {}
+
+    def run(k):
+        results[k] = fns[k](ember.ones(4)).numpy()
+        assert fns[k]._entries, "compiled, not run eagerly"
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in fns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    for k, r in results.items():
+        np.testing.assert_array_equal(r, np.full(4, k + 1.0, np.float32))
+
+
+_NO_SIDE_EFFECTS = r"""
+import os, warnings
+import numpy as np
+before = np.geterr()
+import ember
+assert np.geterr() == before, (np.geterr(), before)  # import ember changed no numpy state
+with warnings.catch_warnings():
+    warnings.simplefilter("error")  # PyTorch never warns on these; neither does ember
+    x = ember.tensor([1.0, 0.0, -1.0])
+    r = [x / 0, x.log(), ember.tensor([1e308], dtype=ember.float64) * 10, x.div_(0),
+         ember.tensor([float("nan")]).to(ember.int64), ember.zeros(3).sqrt() / 0]
+    f = ember.compile(lambda t: (t * 2).exp() / t)
+    f(ember.randn(64, 64))
+    with warnings.catch_warnings(record=True) as w:  # the user's numpy warns as it did
+        warnings.simplefilter("always")
+        np.ones(1) / np.zeros(1)
+    assert [m.category for m in w] == [RuntimeWarning], w
+assert np.geterr() == before
+assert "GOMP_SPINCOUNT" not in os.environ  # set for ember's OpenMP runtime's load only
+print("ok")
+"""
+
+
+def test_import_and_ops_leave_process_state_alone(tmp_path):
+    """``import ember`` changes no numpy error state and no environment variable: ember's
+    kernels run with numpy's floating-point errors ignored (PyTorch does not warn), the user's
+    own numpy code keeps its warnings, and the OpenMP spin setting reaches only the runtime
+    ember loads."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    env["EMBER_CACHE_DIR"] = str(tmp_path)
+    r = subprocess.run([sys.executable, "-c", _NO_SIDE_EFFECTS], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
