@@ -11,9 +11,10 @@ __version__ = "0.1.0"
 
 from ._dtype import (bool_ as bool, uint8, int8, int16, int32, int64, float16,  # noqa: E402
                      bfloat16, float32, float64, complex64, complex128, dtype, finfo, iinfo,
-                     get_default_dtype, set_default_dtype, promote_types, result_type,
+                     get_default_dtype, set_default_dtype, promote_types,
                      can_cast)
 from ._dtype import ALIASES as _ALIASES  # noqa: E402
+from ._dtype import result_type_of_pair as result_type  # noqa: E402,F401
 from ._device import device  # noqa: E402
 from ._tensor import Tensor, Size, MEMORY_FORMATS as _FORMATS  # noqa: E402
 from ._print import set_printoptions  # noqa: E402

@@ -168,25 +168,68 @@ def _combine(higher: dtype | None, lower: dtype | None) -> dtype | None:
     return higher
 
 
-def result_type_of(dims: dtype | None, zeros: dtype | None, scalars: dtype | None) -> dtype:
+def result_type(*operands) -> dtype:
+    """PyTorch's result dtype: the one promotion rule, used by every op, the compiler's
+    lowering, the joining ops and ``ember.result_type``. Operands rank in three groups: tensors with
+    dimensions, then zero-dim tensors, then Python numbers; within a group dtypes promote
+    (``promote_types``), and a lower group counts only where it is of a higher category
+    (bool < integer < floating < complex): ``int32 tensor + 2.5`` is float32, ``float16
+    tensor + float64 zero-dim tensor`` stays float16.
+
+    An operand is a tensor, or anything that describes one (an ember ``dtype`` attribute and
+    ``ndim`` or ``shape``: graph metadata, a symbolic tensor), a numpy array (an eager
+    kernel's operand), a Python or numpy number, None (no operand), or a list or tuple of
+    tensors (a ``Tensor[]`` argument: each counts as a tensor with dimensions, as ``cat``
+    promotes)."""
+    dims = zeros = scalars = None
+    for x in operands:
+        if x is None:
+            continue
+        if isinstance(x, (list, tuple)):
+            for t in x:
+                d = _operand(t)[0]
+                dims = d if dims is None else _PROMOTE[dims, d]
+            continue
+        d, nd = _operand(x)
+        if nd is None:
+            scalars = d if scalars is None else _PROMOTE[scalars, d]
+        elif nd:
+            dims = d if dims is None else _PROMOTE[dims, d]
+        else:
+            zeros = d if zeros is None else _PROMOTE[zeros, d]
     return _combine(dims, _combine(zeros, scalars))
 
 
-def result_type(*operands) -> dtype:
-    """``ember.result_type(tensor1, tensor2)``: tensors > zero-dim tensors > Python scalars."""
-    from ._tensor import Tensor
+_RESULT_TYPE_FORMS = ("\n * (Tensor tensor, Tensor other)\n * (Number scalar, Tensor tensor)\n"
+                      " * (Tensor tensor, Number other)\n * (Number scalar1, Number scalar2)\n")
 
-    dims = zeros = scalars = None
-    for x in operands:
-        if isinstance(x, Tensor):
-            if x.ndim:
-                dims = x.dtype if dims is None else _PROMOTE[dims, x.dtype]
-            else:
-                zeros = x.dtype if zeros is None else _PROMOTE[zeros, x.dtype]
+
+def result_type_of_pair(tensor, other) -> dtype:
+    """``ember.result_type(tensor, other)``: PyTorch's two-operand form, each a tensor or a
+    Python number; anything else is PyTorch's TypeError."""
+    names = []
+    for x in (tensor, other):
+        if isinstance(getattr(x, "dtype", None), dtype):
+            names.append("Tensor")
+        elif isinstance(x, (builtins.bool, builtins.int, builtins.float, builtins.complex)):
+            names.append(type(x).__name__)
         else:
-            d = scalar_dtype(x)
-            scalars = d if scalars is None else _PROMOTE[scalars, d]
-    return result_type_of(dims, zeros, scalars)
+            names.append("NoneType" if x is None else type(x).__name__)
+    if any(n not in ("Tensor", "bool", "int", "float", "complex") for n in names):
+        raise TypeError("result_type() received an invalid combination of arguments - got "
+                        f"({', '.join(names)}), but expected one of:{_RESULT_TYPE_FORMS}")
+    return result_type(tensor, other)
+
+
+def _operand(x) -> tuple[dtype, int | None]:
+    """An operand's dtype and its number of dims (None for a number)."""
+    if isinstance(x, np.ndarray):
+        return from_np(x.dtype), x.ndim
+    dt = getattr(x, "dtype", None)
+    if isinstance(dt, dtype):
+        nd = getattr(x, "ndim", None)
+        return dt, len(x.shape) if nd is None else nd
+    return scalar_dtype(x), None
 
 
 def can_cast(from_: dtype, to: dtype) -> bool:

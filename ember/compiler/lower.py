@@ -223,26 +223,9 @@ def _wrap_dim(d: int, nd: int) -> int:
     return d + nd if d < 0 else d
 
 
-def _meta_of(v):
-    if isinstance(v, Node):
-        return v.meta
-    return None
-
-
 def promoted(values: list) -> D.dtype:
     """result_type over graph operands (nodes by their metadata) and Python scalars."""
-    dims = zeros = scalars = None
-    for v in values:
-        m = _meta_of(v)
-        if m is not None:
-            if m.shape:
-                dims = m.dtype if dims is None else D._PROMOTE[dims, m.dtype]
-            else:
-                zeros = m.dtype if zeros is None else D._PROMOTE[zeros, m.dtype]
-        elif v is not None:
-            d = D.scalar_dtype(v)
-            scalars = d if scalars is None else D._PROMOTE[scalars, d]
-    return D.result_type_of(dims, zeros, scalars)
+    return D.result_type(*(v.meta if isinstance(v, Node) else v for v in values))
 
 
 def bound_args(node: Node) -> dict:

@@ -38,10 +38,7 @@ PUBLIC = ["atleast_1d", "atleast_2d", "atleast_3d", "cat", "concat", "concatenat
 
 def _promoted(arrays) -> np.dtype:
     """The dtype ``cat``/``stack`` give their inputs: all of them promoted together."""
-    dt = D.from_np(arrays[0].dtype)
-    for a in arrays[1:]:
-        dt = D._PROMOTE[dt, D.from_np(a.dtype)]
-    return dt.np
+    return D.result_type(arrays).np
 
 
 def _dim_arg(opname: str, dim, axis):

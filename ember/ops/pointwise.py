@@ -53,35 +53,26 @@ _SCALARS = (bool, int, float, complex)
 _CATEGORY = {"b": "b", "u": "i", "i": "i", "f": "f", "c": "c"}  # dtype.kind -> kind()
 
 
-def _operand_dtype(v, name, opname, tensor_only, pos):
-    if isinstance(v, np.ndarray):
-        return D.from_np(v.dtype), v.ndim > 0
-    if isinstance(getattr(v, "dtype", None), D.dtype):  # a metadata stand-in (run_meta)
-        return v.dtype, len(v.shape) > 0
+def _check_operand(v, name, opname, tensor_only, pos) -> None:
+    """PyTorch's TypeError for an operand that is neither a tensor (an array here, or a
+    metadata stand-in in run_meta) nor, where the parameter takes one, a Python number."""
+    if isinstance(v, np.ndarray) or isinstance(getattr(v, "dtype", None), D.dtype):
+        return
     if name in tensor_only or not isinstance(v, _SCALARS):
         d = OPS.get(opname)
         if d is not None and d.params[pos] == name:  # tagged: `x + "a"` lets Python answer
             raise arg_type_error(d, pos, False, f"Tensor, not {type(v).__name__}")
         raise TypeError(f"{opname}(): argument '{name}' (position {pos + 1}) must be Tensor, "
                         f"not {type(v).__name__}")
-    return D.scalar_dtype(v), None
 
 
 def result_dtype(opname: str, names, values, promote, tensor_only=()):
     """PyTorch's result dtype of ``values`` (arrays of tensors, Python scalars) and the dtype
     to compute in (float32 for float16/bfloat16)."""
-    dims = zeros = scalars = None
     for pos, (n, v) in enumerate(zip(names, values)):
-        if v is None:
-            continue
-        dt, nd = _operand_dtype(v, n, opname, tensor_only, pos)
-        if nd is None:
-            scalars = dt if scalars is None else D.promote_types(scalars, dt)
-        elif nd:
-            dims = dt if dims is None else D.promote_types(dims, dt)
-        else:
-            zeros = dt if zeros is None else D.promote_types(zeros, dt)
-    rt = D.result_type_of(dims, zeros, scalars)
+        if v is not None:
+            _check_operand(v, n, opname, tensor_only, pos)
+    rt = D.result_type(*values)
     if promote == INT_TO_FLOAT and rt.kind in "uib":
         rt = D.get_default_dtype()
     return rt, (D.float32 if rt in _HALF else rt)
@@ -149,7 +140,7 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
             raw = [args[i] if i < len(args) else None for i in ppos]
             for j, n in required:
                 if raw[j] is None and not (n in kwargs and kwargs[n] is not None):
-                    _operand_dtype(None, n, opname, (n,), ppos[j])  # raises the TypeError
+                    _check_operand(None, n, opname, (n,), ppos[j])  # raises the TypeError
             k = promote(kwargs) if callable(promote) else promote
             if k is None or all(v is None for v in raw):
                 return fn(xp, *args, **kwargs)

@@ -415,26 +415,7 @@ class OpDef:
         return None
 
     def _promote(self, vals: list, nargs: int):
-        dims = zeros = scalars = None
-        for i in self.promote_pos:
-            if i >= nargs:
-                continue
-            a = vals[i]
-            if isinstance(a, Tensor):
-                dt = a._dtype
-                if a._data.ndim:
-                    dims = dt if dims is None else D._PROMOTE[dims, dt]
-                else:
-                    zeros = dt if zeros is None else D._PROMOTE[zeros, dt]
-            elif a is not None:
-                if isinstance(a, (list, tuple)):
-                    for x in a:
-                        dt = x._dtype
-                        dims = dt if dims is None else D._PROMOTE[dims, dt]
-                    continue
-                dt = D.scalar_dtype(a)
-                scalars = dt if scalars is None else D._PROMOTE[scalars, dt]
-        rt = D._combine(dims, D._combine(zeros, scalars))
+        rt = D.result_type(*(vals[i] for i in self.promote_pos if i < nargs))
         kind = self.promote
         if kind == INT_TO_FLOAT and rt.kind in "uib":
             rt = D._default[0]
