@@ -28,6 +28,11 @@ globals().update(_FORMATS)  # preserve_format, contiguous_format, channels_last,
 _ops.bind_namespace(globals())
 
 from . import linalg, nn, optim, random, utils, serialization  # noqa: E402,F401
+from . import amp, cuda  # noqa: E402,F401
+from . import accelerator  # noqa: E402,F401
+from .backends.cuda import (set_float32_matmul_precision,  # noqa: E402,F401
+                            get_float32_matmul_precision)
+from ._device import OutOfMemoryError  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 from .compiler import compile  # noqa: E402,F401
 from . import _dynamo  # noqa: E402,F401

@@ -48,6 +48,11 @@ class device:
 CPU = device("cpu")
 
 
+class OutOfMemoryError(RuntimeError):
+    """A device allocation that does not fit (``ember.OutOfMemoryError``, also
+    ``ember.cuda.OutOfMemoryError``, as PyTorch's)."""
+
+
 def check_device(dev) -> device:
     """Resolve a ``device=`` argument; raises for backends ember does not have yet."""
     if dev is None:

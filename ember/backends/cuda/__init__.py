@@ -1,0 +1,109 @@
+"""``ember.backends.cuda``: the CUDA backend's public settings (PyTorch's names). The backend
+itself arrives with the devices issue; these flags are the state it will read, settable and
+readable now, as on PyTorch's CPU-only build.
+
+``matmul.allow_tf32`` and ``ember.set_float32_matmul_precision`` are two views of one
+setting: "highest" computes float32 products in float32; "high" and "medium" allow
+TensorFloat-32 (``allow_tf32`` True, ``fp32_precision`` "tf32")."""
+
+from __future__ import annotations
+
+import warnings
+
+_PRECISIONS = ("highest", "high", "medium")
+_STATE = {"precision": "highest", "fp32_precision": "none"}
+
+
+def is_built() -> bool:
+    """Whether this ember has a CUDA backend: not yet."""
+    return False
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """``ember.set_float32_matmul_precision("highest" | "high" | "medium")``."""
+    if not isinstance(precision, str):
+        raise TypeError(f"set_float32_matmul_precision(): argument 'precision' (position 1) must "
+                        f"be str, not {type(precision).__name__}")
+    if precision not in _PRECISIONS:
+        warnings.warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the current "
+                      "setFloat32MatmulPrecision call has no effect.", stacklevel=2)
+        return
+    _STATE["precision"] = precision
+    _STATE["fp32_precision"] = "ieee" if precision == "highest" else "tf32"
+
+
+def get_float32_matmul_precision() -> str:
+    return _STATE["precision"]
+
+
+class _Matmul:
+    """``ember.backends.cuda.matmul``: settings of float32/half products on CUDA."""
+
+    _FLAGS = ("allow_tf32", "allow_fp16_reduced_precision_reduction",
+              "allow_bf16_reduced_precision_reduction", "fp32_precision")
+
+    def __init__(self):
+        object.__setattr__(self, "_reduced", {"allow_fp16_reduced_precision_reduction": True,
+                                              "allow_bf16_reduced_precision_reduction": True})
+
+    def __getattr__(self, name):
+        if name == "allow_tf32":
+            return _STATE["precision"] != "highest"
+        if name == "fp32_precision":
+            return _STATE["fp32_precision"]
+        if name in self._reduced:
+            return self._reduced[name]
+        raise AttributeError(f"Unknown attribute {name}")
+
+    def __setattr__(self, name, value):
+        if name == "allow_tf32":
+            set_float32_matmul_precision("high" if value else "highest")
+        elif name == "fp32_precision":
+            if value not in ("none", "ieee", "tf32"):
+                raise RuntimeError(f"{value} is not supported in cuda matmul: supported values "
+                                   "are none, ieee, tf32")
+            _STATE["fp32_precision"] = value
+            if value != "none":
+                _STATE["precision"] = "high" if value == "tf32" else "highest"
+        elif name in self._reduced:
+            self._reduced[name] = bool(value)
+        else:
+            raise AttributeError(f"Unknown attribute {name}")
+
+
+matmul = _Matmul()
+
+# scaled_dot_product_attention's kernels (nn.attention.sdpa_kernel selects among them)
+_SDP = {"flash": True, "mem_efficient": True, "math": True, "cudnn": True}
+
+
+def flash_sdp_enabled() -> bool:
+    return _SDP["flash"]
+
+
+def enable_flash_sdp(enabled: bool) -> None:
+    _SDP["flash"] = bool(enabled)
+
+
+def mem_efficient_sdp_enabled() -> bool:
+    return _SDP["mem_efficient"]
+
+
+def enable_mem_efficient_sdp(enabled: bool) -> None:
+    _SDP["mem_efficient"] = bool(enabled)
+
+
+def math_sdp_enabled() -> bool:
+    return _SDP["math"]
+
+
+def enable_math_sdp(enabled: bool) -> None:
+    _SDP["math"] = bool(enabled)
+
+
+def cudnn_sdp_enabled() -> bool:
+    return _SDP["cudnn"]
+
+
+def enable_cudnn_sdp(enabled: bool) -> None:
+    _SDP["cudnn"] = bool(enabled)

@@ -1,0 +1,25 @@
+"""``ember.backends.cudnn``: PyTorch's cuDNN settings. ember uses no cuDNN (its CUDA
+convolutions, pooling and normalisation will be its own kernels), so ``is_available()`` is
+False, as on PyTorch's CPU-only build; the flags are kept (programs set them at start-up) and
+``allow_tf32`` is what ember's CUDA convolutions will read."""
+
+from __future__ import annotations
+
+enabled = True
+benchmark = False
+benchmark_limit = None
+deterministic = False
+allow_tf32 = True
+fp32_precision = "none"
+
+
+def is_available() -> bool:
+    return False
+
+
+def version():
+    return None
+
+
+def is_acceptable(tensor) -> bool:
+    return False

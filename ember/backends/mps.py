@@ -1,0 +1,11 @@
+"""``ember.backends.mps``: Apple's Metal backend, which ember does not have."""
+
+from __future__ import annotations
+
+
+def is_available() -> bool:
+    return False
+
+
+def is_built() -> bool:
+    return False

@@ -1,0 +1,228 @@
+"""The namespaces programs reach for before deciding what to run on: ``ember.cuda``,
+``ember.amp.GradScaler``, ``ember.backends.cuda/cudnn/mps``, ``ember.accelerator`` and the
+float32 matmul precision, each against PyTorch's CPU-only build (the oracle installed here),
+which answers as ember without a CUDA backend must."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import warnings
+
+import pytest
+import torch
+
+import ember
+
+
+def _outcome(fn):
+    """(value, None) or (None, exception type name), with the warnings raised."""
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        try:
+            return fn(), None, [str(m.message) for m in w]
+        except Exception as e:  # noqa: BLE001 - the type is compared
+            return None, type(e).__name__, [str(m.message) for m in w]
+
+
+CUDA_CALLS = {
+    "is_available": (), "device_count": (), "is_initialized": (), "is_bf16_supported": (),
+    "is_tf32_supported": (), "get_arch_list": (), "manual_seed": (1,), "manual_seed_all": (1,),
+    "seed": (), "seed_all": (), "get_rng_state_all": (), "memory_allocated": (),
+    "max_memory_allocated": (), "memory_reserved": (), "max_memory_reserved": (),
+    "empty_cache": (), "init": (), "current_device": (), "synchronize": (),
+    "get_device_name": (), "get_device_capability": (), "get_device_properties": (0,),
+    "get_rng_state": (), "initial_seed": (), "current_stream": (), "default_stream": (),
+    "mem_get_info": (), "ipc_collect": (), "current_blas_handle": (),
+}
+
+
+@pytest.mark.parametrize("name", list(CUDA_CALLS))
+def test_cuda_namespace_answers_as_torch_cpu_build(name):
+    args = CUDA_CALLS[name]
+    got = _outcome(lambda: getattr(ember.cuda, name)(*args))
+    want = _outcome(lambda: getattr(torch.cuda, name)(*args))
+    assert got[:2] == want[:2], (got, want)
+
+
+def test_cuda_namespace_objects():
+    assert dict(ember.cuda.memory_stats()) == dict(torch.cuda.memory_stats()) == {}
+    assert ember.cuda.reset_peak_memory_stats() is None  # (torch's CPU build: AttributeError)
+    for cls in ("Stream", "Event"):
+        with pytest.raises(RuntimeError):
+            getattr(torch.cuda, cls)()
+        with pytest.raises(RuntimeError, match="CUDA"):
+            getattr(ember.cuda, cls)()
+    for m in (torch, ember):
+        with pytest.raises(RuntimeError):
+            with m.cuda.device(0):
+                pass
+    assert ember.cuda.OutOfMemoryError is ember.OutOfMemoryError
+    assert issubclass(ember.OutOfMemoryError, RuntimeError)
+    with pytest.raises(ValueError):  # a seed that is no number, as torch's int() refuses it
+        ember.cuda.manual_seed("x")
+    with pytest.raises(AssertionError, match="CUDA is not available"):
+        ember.cuda.current_device()
+
+
+def test_accelerator_and_backend_flags():
+    for name in ("is_available", "current_accelerator", "device_count", "current_device_index",
+                 "synchronize"):
+        assert _outcome(getattr(ember.accelerator, name))[:2] == \
+            _outcome(getattr(torch.accelerator, name))[:2], name
+    for flag in ("enabled", "benchmark", "deterministic", "allow_tf32", "benchmark_limit",
+                 "fp32_precision"):
+        assert getattr(ember.backends.cudnn, flag) == getattr(torch.backends.cudnn, flag), flag
+    for fn in ("is_available", "version"):
+        assert getattr(ember.backends.cudnn, fn)() == getattr(torch.backends.cudnn, fn)()
+    for m in (ember, torch):
+        assert not m.backends.mps.is_available() and not m.backends.mps.is_built()
+        assert not m.backends.cuda.is_built()
+    for flag in ("allow_tf32", "allow_fp16_reduced_precision_reduction",
+                 "allow_bf16_reduced_precision_reduction", "fp32_precision"):
+        assert getattr(ember.backends.cuda.matmul, flag) == \
+            getattr(torch.backends.cuda.matmul, flag), flag
+    for kind in ("flash", "mem_efficient", "math", "cudnn"):
+        enabled = getattr(ember.backends.cuda, f"{kind}_sdp_enabled")
+        assert enabled() is getattr(torch.backends.cuda, f"{kind}_sdp_enabled")() is True
+        getattr(ember.backends.cuda, f"enable_{kind}_sdp")(False)
+        try:
+            assert enabled() is False
+        finally:
+            getattr(ember.backends.cuda, f"enable_{kind}_sdp")(True)
+    for m in (ember, torch):
+        with pytest.raises(AttributeError, match="Unknown attribute bogus"):
+            m.backends.cuda.matmul.bogus = 1
+
+
+@pytest.fixture
+def restore_precision():
+    yield
+    for m in (ember, torch):
+        m.set_float32_matmul_precision("highest")
+        m.backends.cuda.matmul.fp32_precision = "none"
+
+
+def test_float32_matmul_precision(restore_precision):
+    """One setting seen two ways: the precision and matmul.allow_tf32."""
+    def state(m):
+        return (m.get_float32_matmul_precision(), m.backends.cuda.matmul.allow_tf32,
+                m.backends.cuda.matmul.fp32_precision)
+
+    assert state(ember) == state(torch)
+    for step in (lambda m: m.set_float32_matmul_precision("high"),
+                 lambda m: m.set_float32_matmul_precision("medium"),
+                 lambda m: m.set_float32_matmul_precision("highest"),
+                 lambda m: setattr(m.backends.cuda.matmul, "allow_tf32", True),
+                 lambda m: setattr(m.backends.cuda.matmul, "allow_tf32", False)):
+        for m in (ember, torch):
+            step(m)
+        assert state(ember) == state(torch)
+    got, want = (_outcome(lambda: m.set_float32_matmul_precision("bogus")) for m in (ember,
+                                                                                     torch))
+    assert got[:2] == want[:2] and len(got[2]) == len(want[2]) == 1
+    assert got[2][0] == want[2][0].split(" (Triggered")[0].replace("currentset", "current set")
+    with pytest.raises(TypeError):
+        ember.set_float32_matmul_precision(3)
+
+
+# ---------------------------------------------------------------------- GradScaler
+def _train(m, steps=7, inf_at=(2, 3), **kwargs):
+    """A small model under GradScaler("cpu"), with inf losses at some steps: per step the
+    scale, the growth tracker, the step's return value and the bias; and the state_dict."""
+    lin = m.nn.Linear(4, 3)
+    with m.no_grad():
+        lin.weight.copy_(m.arange(12.0).reshape(3, 4) / 10)
+        lin.bias.copy_(m.arange(3.0) / 10)
+    opt = m.optim.SGD(lin.parameters(), lr=0.1)
+    scaler = m.amp.GradScaler("cpu", init_scale=8.0, growth_interval=2, **kwargs)
+    seen = []
+    for i in range(steps):
+        opt.zero_grad()
+        loss = lin(m.ones(2, 4) * (i + 1)).square().mean()
+        if i in inf_at:
+            loss = loss * float("inf" if i % 2 else "nan")
+        scaler.scale(loss).backward()
+        if i % 3 == 1:
+            scaler.unscale_(opt)  # explicitly, as for gradient clipping
+        r = scaler.step(opt)
+        scaler.update()
+        seen.append((scaler.get_scale(), scaler._get_growth_tracker(), r,
+                     [round(v, 5) for v in lin.bias.detach().tolist()]))
+    return seen, scaler.state_dict()
+
+
+def test_grad_scaler_matches_torch():
+    assert _train(ember) == _train(torch)
+    assert _train(ember, growth_factor=4.0, backoff_factor=0.25) == \
+        _train(torch, growth_factor=4.0, backoff_factor=0.25)
+
+
+def test_grad_scaler_scales_nested_outputs_and_state_round_trips():
+    for m in (ember, torch):
+        s = m.amp.GradScaler("cpu", init_scale=4.0)
+        out = s.scale([m.ones(2), (m.ones(1) * 2, m.ones(3))])
+        assert isinstance(out, list) and isinstance(out[1], tuple)
+        assert [t.tolist() for t in (out[0], *out[1])] == [[4.0, 4.0], [8.0], [4.0] * 3]
+    a = ember.amp.GradScaler("cpu", init_scale=16.0, growth_interval=7)
+    a.scale(ember.ones(1))
+    b = ember.amp.GradScaler("cpu")
+    b.load_state_dict(a.state_dict())
+    assert b.state_dict() == a.state_dict() == torch.amp.GradScaler(
+        "cpu", init_scale=16.0, growth_interval=7).state_dict()
+    c = pickle.loads(pickle.dumps(a))
+    assert c.get_scale() == 16.0 and c.state_dict() == a.state_dict()
+    assert copy.deepcopy(a).state_dict() == a.state_dict()
+
+
+def _errors(m):
+    """What each misuse raises (the exception type and message), in PyTorch's order."""
+    out = []
+    lin = m.nn.Linear(2, 1)
+    opt = m.optim.SGD(lin.parameters(), lr=0.1)
+    s = m.amp.GradScaler("cpu")
+    for call in (lambda: s.unscale_(opt), lambda: s.step(opt), lambda: s.update()):
+        out.append(_outcome(call)[1:])  # before any scale(): AssertionError
+    s.scale(lin(m.ones(1, 2)).sum()).backward()
+    out.append(_outcome(lambda: s.step(opt, closure=lambda: 0))[1:])
+    s.unscale_(opt)
+    out.append(_outcome(lambda: s.unscale_(opt))[1:])
+    s.step(opt)
+    out.append(_outcome(lambda: s.step(opt))[1:])
+    out.append(_outcome(lambda: s.unscale_(opt))[1:])
+    out.append(_outcome(lambda: pickle.dumps(s))[1:])
+    s.update()
+    out.append(_outcome(lambda: s.update(m.ones(2)))[1:])
+    out.append(_outcome(lambda: s.load_state_dict({}))[1:])
+    lin.half()
+    lin.weight.grad = m.ones(1, 2, dtype=m.float16)
+    s.scale(m.ones(1))
+    out.append(_outcome(lambda: s.unscale_(opt))[1:])
+    out.append(_outcome(lambda: m.amp.GradScaler("cpu", growth_factor=1.0))[1:])
+    out.append(_outcome(lambda: s.scale("loss"))[1:])
+    return out
+
+
+def test_grad_scaler_misuse_like_torch():
+    got, want = _errors(ember), _errors(torch)
+    for g, w in zip(got, want):
+        assert g[0] == w[0], (g, w)
+
+
+def test_grad_scaler_without_cuda_disables_itself():
+    for m in (ember, torch):
+        value, error, warned = _outcome(lambda: m.amp.GradScaler())
+        assert error is None and not value.is_enabled()
+        assert warned == ["torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  "
+                          "Disabling."]
+        loss = m.ones(1)
+        assert value.scale(loss) is loss and value.get_scale() == 1.0
+        assert value.state_dict() == {}
+        lin = m.nn.Linear(2, 1)
+        opt = m.optim.SGD(lin.parameters(), lr=1.0)
+        lin(m.ones(1, 2)).sum().backward()
+        before = lin.bias.item()
+        value.step(opt)  # a plain optimizer step
+        assert lin.bias.item() == before - 1.0
+        _, _, warned = _outcome(lambda: m.cuda.amp.GradScaler())
+        assert any("is deprecated" in w for w in warned)
