@@ -35,6 +35,7 @@ from .backends.cuda import (set_float32_matmul_precision,  # noqa: E402,F401
 from ._device import OutOfMemoryError  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 from .compiler import compile  # noqa: E402,F401
+from . import distributed, jit, onnx  # noqa: E402,F401
 from . import _dynamo  # noqa: E402,F401
 from .ops.arguments import takes_tensors as _takes_tensors  # noqa: E402
 

@@ -6,7 +6,9 @@ which answers as ember without a CUDA backend must."""
 from __future__ import annotations
 
 import copy
+import io
 import pickle
+import typing
 import warnings
 
 import pytest
@@ -223,6 +225,113 @@ def test_grad_scaler_without_cuda_disables_itself():
         lin(m.ones(1, 2)).sum().backward()
         before = lin.bias.item()
         value.step(opt)  # a plain optimizer step
-        assert lin.bias.item() == before - 1.0
+        assert abs(lin.bias.item() - (before - 1.0)) < 1e-6
         _, _, warned = _outcome(lambda: m.cuda.amp.GradScaler())
         assert any("is deprecated" in w for w in warned)
+
+
+# ---------------------------------------------------------------------- imported at the top
+def test_distributed_answers_as_a_process_without_a_group():
+    import ember.distributed as edist
+    import torch.distributed as tdist
+    assert not edist.is_initialized() and not tdist.is_initialized()
+    assert edist.is_available() is False  # no process-group engine in ember yet
+    assert edist.is_torchelastic_launched() == tdist.is_torchelastic_launched()
+    assert sorted(o.name for o in edist.ReduceOp) == sorted(
+        x for x in dir(tdist.ReduceOp) if x.isupper())
+    assert edist.group.WORLD is tdist.group.WORLD is None
+    for name, args in (("get_rank", ()), ("get_world_size", ()), ("get_backend", ()),
+                       ("barrier", ()), ("all_reduce", (1,)), ("broadcast", (1, 0))):
+        got = _outcome(lambda: getattr(edist, name)(*args))
+        want = _outcome(lambda: getattr(tdist, name)(*[torch.ones(1) if a == 1 else a
+                                                        for a in args]))
+        assert got[1] == want[1] == "ValueError", (name, got, want)
+    with pytest.raises(ValueError, match="init_process_group"):
+        ember.nn.parallel.DistributedDataParallel(ember.nn.Linear(1, 1))
+    with pytest.raises(RuntimeError, match="process groups are not available"):
+        edist.init_process_group("gloo", init_method="tcp://127.0.0.1:29511", world_size=1,
+                                 rank=0)
+
+
+_DISTRIBUTED = "Distributed training: process groups on NCCL and MPI, DDP, FSDP2, DTensor"
+
+
+@pytest.mark.xfail(strict=True, reason=f"needs the issue '{_DISTRIBUTED}'")
+def test_one_rank_gloo_group_and_ddp():
+    import ember.distributed as dist
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:29512", world_size=1, rank=0)
+    try:
+        assert dist.is_initialized() and dist.get_rank() == 0 and dist.get_world_size() == 1
+        t = ember.ones(3)
+        dist.all_reduce(t)
+        assert t.tolist() == [1.0, 1.0, 1.0]
+        model = ember.nn.parallel.DistributedDataParallel(ember.nn.Linear(2, 1))
+        model(ember.ones(4, 2)).sum().backward()
+        assert model.module.weight.grad.tolist() == [[4.0, 4.0]]
+    finally:
+        dist.destroy_process_group()
+
+
+def test_data_parallel_without_cuda_runs_the_module():
+    for m in (ember, torch):
+        m.manual_seed(0)
+        lin = m.nn.Linear(3, 2)
+        dp = m.nn.DataParallel(lin)
+        assert dp.module is lin and m.nn.parallel.DataParallel is m.nn.DataParallel
+        assert list(dp.state_dict()) == ["module.weight", "module.bias"]
+        x = m.ones(4, 3)
+        assert dp(x).tolist() == lin(x).tolist()
+
+
+def test_jit_names():
+    f = ember.jit.script(lambda x: x * 2 + 1)
+    assert f(ember.ones(2)).tolist() == [3.0, 3.0]
+    g = ember.jit.trace(lambda x: x.exp(), (ember.zeros(2),))
+    assert g(ember.zeros(2)).tolist() == [1.0, 1.0]
+    lin = ember.nn.Linear(2, 1)
+    s = ember.jit.script(lin)
+    assert s(ember.ones(3, 2)).tolist() == lin(ember.ones(3, 2)).tolist()
+    for call in (lambda: s.save("m.pt"), lambda: ember.jit.save(s, "m.pt"),
+                 lambda: ember.jit.load("m.pt")):
+        with pytest.raises(RuntimeError, match="TorchScript archives are not supported"):
+            call()
+
+    @ember.jit.ignore
+    def a(x):
+        return x
+
+    @ember.jit.unused
+    def b(x):
+        return x
+
+    @ember.jit.ignore(drop=True)
+    def c(x):
+        return x
+
+    assert a(1) == b(2) - 1 == c(1)
+    assert ember.jit.export(a) is a
+    for m in (ember, torch):
+        assert m.jit.is_scripting() is False and m.jit.is_tracing() is False
+        assert m.jit.annotate(int, 3) == 3 and m.jit.Final is typing.Final
+
+
+_EXPORT = "Export, FX graphs, ahead-of-time packages and custom ops"
+
+
+def test_onnx_names():
+    assert ember.onnx.is_in_onnx_export() is torch.onnx.is_in_onnx_export() is False
+    with pytest.raises(NotImplementedError, match="ONNX exporter is not available"):
+        ember.onnx.export(ember.nn.Linear(2, 1), (ember.ones(1, 2),), io.BytesIO())
+
+
+@pytest.mark.xfail(strict=True, reason=f"needs the issue '{_EXPORT}'")
+def test_onnx_export_writes_a_model():
+    f = io.BytesIO()
+    ember.onnx.export(ember.nn.Linear(2, 1), (ember.ones(1, 2),), f)
+    data = f.getvalue()
+    assert len(data) > 0
+    try:
+        import onnx
+    except ImportError:
+        return
+    onnx.checker.check_model(onnx.load_from_string(data))
