@@ -65,12 +65,12 @@ def _scaled(xp, other, alpha, negate=False):
     if other.dtype.kind == "c":
         # PyTorch always multiplies a complex ``other`` by alpha (1 included), which turns an
         # infinite component's partner into NaN: (inf + 0j) * (1 + 0j) = inf + nan j
-        return other * to_compute(-alpha if negate else alpha, other.dtype)
+        return other * to_compute(xp, -alpha if negate else alpha, other.dtype)
     if alpha == 1:
         return other
     if other.dtype == np.bool_:
         return other & bool(alpha)
-    return other * to_compute(alpha, other.dtype)
+    return other * to_compute(xp, alpha, other.dtype)
 
 
 def _axpy(input, other, alpha):
@@ -80,10 +80,12 @@ def _axpy(input, other, alpha):
     apply."""
     if type(alpha) not in (int, float) or alpha == 1 or not native.axpy_fits(input, other):
         return None
+    # numpy-only: CPU override (native axpy), moves into the CPU backend with the seam
     out = np.copy(input, order="K")  # a dense input's layout: the copy fits too
     return out if native.axpy(out, other, alpha) else None
 
 
+# numpy-only: float_kernel, the CPU backend's threaded ufunc (moves into that backend)
 @binop(inplace=True, float_kernel=parallel_ufunc(np.add))
 def add(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
     """``add(input, other, *, alpha=1)``: input + alpha * other."""
@@ -112,6 +114,7 @@ def _check_sub(raw, rt, kwargs):
                            "operator instead.")
 
 
+# numpy-only: float_kernel, the CPU backend's threaded ufunc (moves into that backend)
 @binop(inplace=True, check=_check_sub, float_kernel=parallel_ufunc(np.subtract))
 def sub(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
     """``sub(input, other, *, alpha=1)``: input - alpha * other."""
@@ -129,6 +132,7 @@ def _(ctx, g):
     return g, (-g if a == 1 else -g * _conj(a))
 
 
+# numpy-only: float_kernel, the CPU backend's threaded ufunc (moves into that backend)
 @binop(inplace=True, saves=("input", "other"), float_kernel=parallel_ufunc(np.multiply))
 def mul(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
     """``mul(input, other)``."""
@@ -167,7 +171,7 @@ def _check_div(raw, rt, kwargs):
 
 
 @binop(_div_kind, inplace=True, check=_check_div, saves=("input", "other"),
-       float_kernel=parallel_ufunc(np.true_divide))
+       float_kernel=parallel_ufunc(np.true_divide))  # numpy-only: CPU threaded ufunc
 def div(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, rounding_mode=None):
     """``div(input, other, *, rounding_mode=None)``: true division, or rounded ("trunc",
     "floor"; integer results stay integral and division by zero raises)."""
@@ -195,7 +199,7 @@ def _into(ufunc, scaled: bool):
         if type(other) in (int, float):
             if alpha != 1:
                 return False
-            b = to_compute(other, a.dtype)
+            b = to_compute(np, other, a.dtype)
         elif getattr(other, "_dtype", None) is self._dtype:
             b = other._data
             if b.shape != a.shape:
@@ -206,16 +210,18 @@ def _into(ufunc, scaled: bool):
                     return False
         else:
             return False
+        # numpy-only: a CPU in-place override (native axpy), moves into the CPU backend
         if scaled and native.axpy(a, b, -alpha if ufunc is np.subtract else alpha):
             return True  # one pass, rounded once: _axpy's values (np.add's when alpha is 1)
-        parallel_ufunc_into(ufunc, a, b, None if alpha == 1 else to_compute(alpha, a.dtype))
+        parallel_ufunc_into(ufunc, a, b, None if alpha == 1 else to_compute(np, alpha, a.dtype))
         return True
     return run
 
 
-add.inplace_into = _into(np.add, scaled=True)
-sub.inplace_into = _into(np.subtract, scaled=True)
-mul.inplace_into = _into(np.multiply, scaled=False)
+# CPU in-place overrides (numpy ufuncs writing into the target; they move into the CPU backend)
+add.inplace_into = _into(np.add, scaled=True)  # numpy-only: CPU in-place override
+sub.inplace_into = _into(np.subtract, scaled=True)  # numpy-only: CPU in-place override
+mul.inplace_into = _into(np.multiply, scaled=False)  # numpy-only: CPU in-place override
 
 
 def _true_div_backward(ctx, g):
@@ -709,7 +715,7 @@ TERNARY = ("input", "tensor1", "tensor2")
        saves=("tensor1", "tensor2"))
 def addcmul(xp, input: "Tensor", tensor1: "Tensor", tensor2: "Tensor", *, value=1):
     """``addcmul(input, tensor1, tensor2, *, value=1)``: input + value * tensor1 * tensor2."""
-    return input + to_compute(value, input.dtype) * (tensor1 * tensor2)
+    return input + to_compute(xp, value, input.dtype) * (tensor1 * tensor2)
 
 
 @addcmul.def_backward
@@ -721,7 +727,7 @@ def _(ctx, g):
 @binop(tensor_only=TERNARY, check=_check_addcdiv, inplace=True, saves=("tensor1", "tensor2"))
 def addcdiv(xp, input: "Tensor", tensor1: "Tensor", tensor2: "Tensor", *, value=1):
     """``addcdiv(input, tensor1, tensor2, *, value=1)``: input + value * tensor1 / tensor2."""
-    return input + to_compute(value, input.dtype) * (tensor1 / tensor2)
+    return input + to_compute(xp, value, input.dtype) * (tensor1 / tensor2)
 
 
 @addcdiv.def_backward

@@ -78,13 +78,13 @@ def result_dtype(opname: str, names, values, promote, tensor_only=()):
     return rt, (D.float32 if rt in _HALF else rt)
 
 
-def to_compute(v, npdt):
+def to_compute(xp, v, npdt):
     if v is None:
         return None
     if isinstance(v, np.ndarray):
         return v if v.dtype == npdt else v.astype(npdt)
     # Python scalars take the compute type (integers wrap, as PyTorch's wrapped numbers do)
-    return np.asarray(v).astype(npdt)
+    return xp.asarray(v).astype(npdt)
 
 
 def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, check=None,
@@ -132,7 +132,7 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
                                 _CATEGORY[rt.kind] in kinds:
                             res = fn(xp, *args, **kwargs)
                             if type(res) is not np.ndarray:
-                                res = np.asarray(res)
+                                res = xp.asarray(res)
                             if fixed == ALWAYS_BOOL:
                                 return res if res.dtype == np.bool_ else res.astype(np.bool_)
                             return res if res.dtype == dt0 else res.astype(dt0)
@@ -161,13 +161,13 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
             if c not in kinds:
                 if refuse and c in refuse:
                     raise refuse[c][0](refuse[c][1].format(T=D.TYPE_NAME[rt]))
-                raise not_implemented(opname, np.empty(0, rt.np))
+                raise not_implemented(opname, xp.empty(0, rt.np))
             for i in ppos:
                 if i < len(args):
-                    args[i] = to_compute(args[i], cnp)
+                    args[i] = to_compute(xp, args[i], cnp)
             res = fn(xp, *args, **kwargs)
             if isinstance(res, np.generic):  # numpy hands back scalars for 0-d operands
-                res = np.asarray(res)
+                res = xp.asarray(res)
             if not isinstance(res, np.ndarray):
                 return res
             out = D.bool_ if k == ALWAYS_BOOL else rt
