@@ -195,7 +195,7 @@ def gelu(xp, input: "Tensor", approximate="none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
     r = _native_flat("gelu", approximate, input)
-    return r if r is not None else _flat_kernel(_gelu_rows, approximate, input)
+    return r if r is not None else _flat_kernel(xp, _gelu_rows, approximate, input)
 
 
 def _native_flat(name: str, approximate: str, *arrays):
@@ -226,73 +226,74 @@ _SQRT1_2 = 1 / math.sqrt(2.0)
 _SCRATCH = threading.local()
 
 
-def _scratch(n: int, dtype, k: int) -> list:
+def _scratch(xp, n: int, dtype, k: int) -> list:
     """``k`` temporaries of ``n`` elements for this thread, reused across calls (fresh arrays
     cost page faults)."""
-    key = (np.dtype(dtype).str, n, k)
+    key = (xp, np.dtype(dtype).str, n, k)
     bufs = getattr(_SCRATCH, "bufs", None)
     if bufs is None or bufs[0] != key:
-        bufs = _SCRATCH.bufs = (key, [np.empty(n, dtype) for _ in range(k)])
+        bufs = _SCRATCH.bufs = (key, [xp.empty(n, dtype) for _ in range(k)])
     return bufs[1]
 
 
-def _flat_kernel(kernel, approximate, *arrays):
-    """``kernel(approximate, out, *arrays, scratch)`` over the flattened arrays (same shape) in
-    cache-sized blocks, the blocks split over the CPU threads; returns the result shaped like
+def _flat_kernel(xp, kernel, approximate, *arrays):
+    """``kernel(xp, approximate, out, *arrays, scratch)`` over the flattened arrays (same shape)
+    in cache-sized blocks, the blocks split over the CPU threads; returns the result shaped like
     the arrays."""
-    flat = [np.ascontiguousarray(a).reshape(-1, 1) for a in arrays]
-    out = np.empty(flat[0].shape, arrays[0].dtype)
+    flat = [xp.ascontiguousarray(a).reshape(-1, 1) for a in arrays]
+    out = xp.empty(flat[0].shape, arrays[0].dtype)
 
     def rows(o, *a):
         o = o.reshape(-1)
         a = [v.reshape(-1) for v in a]
-        tmp = _scratch(min(o.size, _BLOCK), o.dtype, 2)
-        with np.errstate(all="ignore"):  # pool threads do not share ember's numpy settings
+        tmp = _scratch(xp, min(o.size, _BLOCK), o.dtype, 2)
+        # numpy-only: errstate (pool threads do not share ember's numpy settings)
+        with np.errstate(all="ignore"):
             for i in range(0, o.size, _BLOCK):
                 j = min(i + _BLOCK, o.size)
-                kernel(approximate, o[i:j], *(v[i:j] for v in a), [b[:j - i] for b in tmp])
+                kernel(xp, approximate, o[i:j], *(v[i:j] for v in a), [b[:j - i] for b in tmp])
     parallel_rows(rows, out, *flat)
     return out.reshape(arrays[0].shape)
 
 
-def _tanh_gelu_arg(x, r):
+def _tanh_gelu_arg(xp, x, r):
     """r = -2 sqrt(2/pi) (x^3 0.044715 + x): tanh-GELU is x / (1 + exp(r))."""
-    np.multiply(x, x, out=r)
+    xp.multiply(x, x, out=r)
     r *= x
     r *= 0.044715
     r += x
     r *= -2 * _TANH_K
 
 
-def _gelu_rows(approximate, r, x, tmp):
+def _gelu_rows(xp, approximate, r, x, tmp):
     # x Phi(x), or x / (1 + exp(-2 u)) = 0.5 x (1 + tanh u) for 'tanh' (the compiler's
     # formulas, compiler/rules.py: neither cancels below zero as 1 + erf and 1 + tanh do)
     if approximate == "tanh":
-        _tanh_gelu_arg(x, r)
-        np.exp(r, out=r)
+        _tanh_gelu_arg(xp, x, r)
+        xp.exp(r, out=r)
         r += 1
-        np.divide(x, r, out=r)
+        xp.divide(x, r, out=r)
     elif x.dtype == np.float64:  # Phi through erfc, as the generated C's libm call
-        np.multiply(special.erfc(x * -_SQRT1_2), 0.5, out=r)
+        xp.multiply(special.erfc(x * -_SQRT1_2), 0.5, out=r)
         r *= x
     else:  # x multiplied in before e below zero: no intermediate underflow
         h, e = special.normal_cdf_parts(x)
-        r[...] = np.where(x < 0, x * h * e, x * (1 - h * e))
+        r[...] = xp.where(x < 0, x * h * e, x * (1 - h * e))
 
 
-def _gelu_backward_rows(approximate, t, grad, x, tmp):
+def _gelu_backward_rows(xp, approximate, t, grad, x, tmp):
     e, s = tmp
     if approximate == "tanh":
         # gelu' = s + x (2 u') s (1 - s), s = 1 / (1 + e), e = exp(-2 u); 1 - s = e s where
         # s > 1/2 (no cancellation), 2 u' = 2 k (1 + 3 c x^2)
-        _tanh_gelu_arg(x, e)
-        np.exp(e, out=e)
-        np.add(e, 1, out=s)
-        np.divide(1, s, out=s)
+        _tanh_gelu_arg(xp, x, e)
+        xp.exp(e, out=e)
+        xp.add(e, 1, out=s)
+        xp.divide(1, s, out=s)
         e *= s
-        np.subtract(1, s, out=e, where=s <= 0.5)
+        xp.subtract(1, s, out=e, where=s <= 0.5)
         e *= s
-        np.multiply(x, x, out=t)
+        xp.multiply(x, x, out=t)
         t *= 6 * 0.044715 * _TANH_K
         t += 2 * _TANH_K
         t *= x
@@ -300,18 +301,18 @@ def _gelu_backward_rows(approximate, t, grad, x, tmp):
         t += s
     elif x.dtype == np.float64:
         # gelu' = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
-        np.multiply(x, x, out=e)
+        xp.multiply(x, x, out=e)
         e *= -0.5
-        np.exp(e, out=e)
-        np.multiply(x, _GELU_PDF, out=t)
+        xp.exp(e, out=e)
+        xp.multiply(x, _GELU_PDF, out=t)
         t *= e
         t += special.erfc(x * -_SQRT1_2) * 0.5
     else:
         h, ex = special.normal_cdf_parts(x)
         h *= ex
-        np.multiply(x, _GELU_PDF, out=t)
+        xp.multiply(x, _GELU_PDF, out=t)
         t *= ex
-        t += np.where(x < 0, h, 1 - h)
+        t += xp.where(x < 0, h, 1 - h)
     t *= grad
 
 
@@ -322,9 +323,9 @@ def gelu_backward(xp, grad: "Tensor", input: "Tensor", approximate="none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
     if grad.shape != input.shape:
-        grad, input = np.broadcast_arrays(grad, input)
+        grad, input = xp.broadcast_arrays(grad, input)
     r = _native_flat("gelu_backward", approximate, grad, input)
-    return r if r is not None else _flat_kernel(_gelu_backward_rows, approximate, grad, input)
+    return r if r is not None else _flat_kernel(xp, _gelu_backward_rows, approximate, grad, input)
 
 
 @gelu.def_backward
@@ -529,8 +530,8 @@ def _softmax_kernel(xp, x, dim, dtype, kind):
         return r.reshape(shape).astype(out_dt, copy=False)
     if axis == x.ndim - 1 and x.dtype in (np.float32, np.float64) and x.ndim:
         rows = x.reshape(-1, x.shape[-1])
-        out = np.empty(rows.shape, x.dtype)
-        parallel_rows(lambda a, o: _softmax_rows(a, o, kind), rows, out)
+        out = xp.empty(rows.shape, x.dtype)
+        parallel_rows(lambda a, o: _softmax_rows(xp, a, o, kind), rows, out)
         return out.reshape(shape).astype(out_dt, copy=False)
     m = x.max(axis=axis, keepdims=True)
     z = x - m  # a row whose max is +-inf gives NaN here, as in PyTorch
@@ -545,14 +546,14 @@ def _softmax_kernel(xp, x, dim, dtype, kind):
     return r.reshape(shape).astype(out_dt, copy=False)
 
 
-def _softmax_rows(x, out, kind):
+def _softmax_rows(xp, x, out, kind):
     """Softmax over the last dim of a 2-D block, in place in ``out`` (one temporary at most)."""
     m = x.max(axis=1, keepdims=True)
-    np.subtract(x, m, out=out)  # a row whose max is +-inf gives NaN here, as in PyTorch
+    xp.subtract(x, m, out=out)  # a row whose max is +-inf gives NaN here, as in PyTorch
     if kind == "log":
-        out -= np.log(np.exp(out).sum(axis=1, keepdims=True))
+        out -= xp.log(xp.exp(out).sum(axis=1, keepdims=True))
         return
-    np.exp(out, out=out)
+    xp.exp(out, out=out)
     out *= 1 / out.sum(axis=1, keepdims=True)  # times the reciprocal, rounded as PyTorch
     if kind == "safe":  # rows with every entry -inf give zeros instead of NaN
         out[(m == -np.inf)[:, 0]] = 0
@@ -607,7 +608,7 @@ def _softmax_backward_data(xp, grad_output: "Tensor", output: "Tensor", dim):
         return r.reshape(output.shape)
     r = g * y
     s = r.sum(axis=axis, keepdims=True)
-    np.subtract(g, s, out=r)
+    xp.subtract(g, s, out=r)
     r *= y
     return r.reshape(output.shape)
 
@@ -632,9 +633,9 @@ def _log_softmax_backward_data(xp, grad_output: "Tensor", output: "Tensor", dim)
     r = _native_rows("_log_softmax_backward_data", axis, g, y)
     if r is not None:
         return r.reshape(output.shape)
-    r = np.exp(y)
+    r = xp.exp(y)
     r *= g.sum(axis=axis, keepdims=True)
-    np.subtract(g, r, out=r)
+    xp.subtract(g, r, out=r)
     return r.reshape(output.shape)
 
 

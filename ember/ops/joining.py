@@ -627,7 +627,7 @@ def repeat_interleave(xp, input: "Tensor", repeats: "int|Tensor" = None, dim=Non
         _check_repeats_dtype(repeats)
         r = repeats.reshape(-1)
         if r.size == 1:
-            r = np.broadcast_to(r, (n,))
+            r = xp.broadcast_to(r, (n,))
         elif r.size != n:
             raise RuntimeError(f"repeats must have the same size as input along dim, but got "
                                f"repeats.size(0) = {r.size} and input.size({d}) = {n}")
@@ -689,12 +689,12 @@ def _repeat_interleave_grad(xp, grad: "Tensor", repeats: "int|Tensor", dim, n):
         return grad.reshape(shape).sum(axis=dim + 1, dtype=grad.dtype)
     shape[dim] = n
     out = xp.zeros(shape, grad.dtype)
-    nz = np.flatnonzero(r)
+    nz = xp.flatnonzero(r)
     if nz.size:
-        starts = (np.cumsum(r) - r)[nz]
+        starts = (xp.cumsum(r) - r)[nz]
         idx = (slice(None),) * dim + (nz,)
         # runs of non-zero length are contiguous, so reduceat sums exactly one run each
-        out[idx] = np.add.reduceat(grad, starts, axis=dim)
+        out[idx] = np.add.reduceat(grad, starts, axis=dim)  # numpy-only: add.reduceat
     return out
 
 

@@ -131,9 +131,9 @@ def reverse_scan(fn, t, d: int):
     return fn(t.flip(d), d).flip(d)
 
 
-def _along(n: int, d: int, ndim: int, start: int = 0) -> np.ndarray:
+def _along(xp, n: int, d: int, ndim: int, start: int = 0) -> np.ndarray:
     """start..start+n-1 laid along dimension ``d`` of an ``ndim``-dim array (broadcastable)."""
-    return np.arange(start, start + n, dtype=_INT64).reshape([n if k == d else 1
+    return xp.arange(start, start + n, dtype=_INT64).reshape([n if k == d else 1
                                                               for k in range(ndim)])
 
 
@@ -141,7 +141,7 @@ def _positions(t, d: int, start: int, stop: int):
     """The index tensor start..stop-1 along ``d``, expanded over ``t``'s other dims."""
     shape = list(t.shape)
     shape[d] = stop - start
-    return wrap_np(np.broadcast_to(_along(stop - start, d, t.ndim, start), shape))
+    return wrap_np(np.broadcast_to(_along(np, stop - start, d, t.ndim, start), shape))
 
 
 def exclusive_cumprod(x, d: int):
@@ -239,7 +239,7 @@ def mean(xp, input: "Tensor", dim=None, keepdim=False, *, dtype=None):
     x = _half_up(input.astype(out_dt, copy=False))
     n = _count(input.shape, axes)
     r = x.sum(axis=axes, keepdims=keepdim) / n if n else \
-        np.full(np.sum(x, axis=axes, keepdims=keepdim).shape, np.nan, x.dtype)
+        xp.full(xp.sum(x, axis=axes, keepdims=keepdim).shape, np.nan, x.dtype)
     return xp.asarray(r).astype(out_dt, copy=False)
 
 
@@ -574,10 +574,10 @@ def _moments(xp, a, name, dim, unbiased, keepdim, correction):
                       "less than the reduction factor (input numel divided by output numel).",
                       stacklevel=4)
     m = a.sum(axis=axes, keepdims=True) / n if n else \
-        np.full(np.sum(a, axis=axes, keepdims=True).shape, np.nan, a.dtype)
+        xp.full(xp.sum(a, axis=axes, keepdims=True).shape, np.nan, a.dtype)
     d = a - m
     ssq = (d.real * d.real + d.imag * d.imag) if a.dtype.kind == "c" else d * d
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):  # numpy-only: errstate
         v = ssq.sum(axis=axes, keepdims=keepdim) / ssq.dtype.type(dof)
     if not keepdim:
         m = m.reshape(v.shape)

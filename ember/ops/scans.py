@@ -125,14 +125,15 @@ def _running(xp, a, dim, name):
     d = _scan_dim(a, dim, name)
     if a.ndim == 0:
         return a.copy(), xp.zeros((), _INT64)
-    ufunc = xp.maximum if name == "cummax" else xp.minimum
+    ufunc = np.maximum if name == "cummax" else np.minimum  # numpy-only: max/min.accumulate
     vals = ufunc.accumulate(a, axis=d)  # NaN propagates, as in PyTorch
     # the running index moves to position j when x_j is the new extreme (ties included, so
     # the last of equal values wins) or x_j is NaN
     moved = a == vals
     if a.dtype.kind == "f":
         moved |= xp.isnan(a)
-    idx = xp.maximum.accumulate(xp.where(moved, _along(a.shape[d], d, a.ndim), 0), axis=d)
+    # numpy-only: maximum.accumulate
+    idx = np.maximum.accumulate(xp.where(moved, _along(xp, a.shape[d], d, a.ndim), 0), axis=d)
     return vals, idx
 
 
@@ -173,7 +174,7 @@ def logcumsumexp(xp, input: "Tensor", dim):
     if input.ndim == 0 or input.size == 0:
         return input.copy()
     if input.dtype.kind == "f":
-        return xp.logaddexp.accumulate(input, axis=d)
+        return np.logaddexp.accumulate(input, axis=d)  # numpy-only: logaddexp.accumulate
     # complex: shift by the slice's largest finite real part before exponentiating
     m = xp.max(xp.where(xp.isfinite(input.real), input.real, -xp.inf), axis=d, keepdims=True)
     m = xp.where(xp.isfinite(m), m, 0)

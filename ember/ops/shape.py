@@ -115,7 +115,7 @@ def _elem_strides(a: np.ndarray) -> tuple:
 
 
 def _ptr(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
+    return a.__array_interface__["data"][0]  # numpy-only: data pointer (__array_interface__)
 
 
 def _storage_offset(a: np.ndarray) -> int:

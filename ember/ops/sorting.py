@@ -247,8 +247,9 @@ def mode(xp, input: "Tensor", dim=-1, keepdim=False):
     rest = list(lead)
     lead[d], rest[d] = slice(1, None), slice(0, -1)
     new_run[tuple(lead)] = s[tuple(lead)] != s[tuple(rest)]
-    pos = _along(n, d, s.ndim)
-    run_len = pos - xp.maximum.accumulate(xp.where(new_run, pos, 0), axis=d) + 1
+    pos = _along(xp, n, d, s.ndim)
+    # numpy-only: maximum.accumulate
+    run_len = pos - np.maximum.accumulate(xp.where(new_run, pos, 0), axis=d) + 1
     # the first position where a run reaches the largest length ends the smallest modal value;
     # stable sorting puts that value's last occurrence there
     end = xp.argmax(run_len, axis=d, keepdims=True)
@@ -442,7 +443,7 @@ def searchsorted(xp, sorted_sequence: "Tensor", input: "Scalar|Tensor", *, out_i
     seq = _search_dtype(seq, "searchsorted_out_cpu")
     q = _search_dtype(q, "searchsorted_out_cpu")
     if sorter is not None:
-        srt = np.asarray(sorter)
+        srt = xp.asarray(sorter)
         if srt.shape != seq.shape:
             raise RuntimeError("torch.searchsorted(): boundary and sorter must have the same "
                                f"size, but got boundary tensor {list(seq.shape)}and got sorter "
