@@ -247,9 +247,9 @@ def test_multinomial_draws_at_the_ends_of_rows():
             return np.full(shape, self.u)
 
     w = np.array([[1.0, 2.0, 0.0], [0.0, 3.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 4.0]] * 3)
-    assert np.all(_multinomial_with_replacement(Fixed(1 - 2.0 ** -53), w, 2)
+    assert np.all(_multinomial_with_replacement(np, Fixed(1 - 2.0 ** -53), w, 2)
                   == np.repeat([[1], [1], [0], [2]] * 3, 2, axis=1))
-    assert np.all(_multinomial_with_replacement(Fixed(0.0), w, 2)
+    assert np.all(_multinomial_with_replacement(np, Fixed(0.0), w, 2)
                   == np.repeat([[0], [1], [0], [2]] * 3, 2, axis=1))
 
 

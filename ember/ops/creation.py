@@ -241,7 +241,7 @@ def empty_strided(xp, size, stride, *, dtype=None, layout=None, device=None,
     dt = np.dtype(_np_dtype(dtype))
     span = 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
     buf = xp.empty(max(span, 0), dt)
-    return np.lib.stride_tricks.as_strided(buf, size, [s * dt.itemsize for s in stride])
+    return xp.lib.stride_tricks.as_strided(buf, size, [s * dt.itemsize for s in stride])
 
 
 def _new(name, factory):
@@ -294,14 +294,14 @@ def arange(xp, start=0, end=None, step=1, *, out=None, dtype=None, layout=None, 
     if (end - start) / step < 0:
         raise RuntimeError("arange(): upper bound and larger bound inconsistent with step sign")
     if dt.kind in "iu" and any(isinstance(v, float) for v in (start, end, step)):
-        return _int_arange(start, end, step, dt)
+        return _int_arange(xp, start, end, step, dt)
     n = int(np.ceil((end - start) / step))
-    vals = start + np.arange(n, dtype=np.float64 if dt.kind in "fc" or any(
+    vals = start + xp.arange(n, dtype=np.float64 if dt.kind in "fc" or any(
         isinstance(v, float) for v in (start, end, step)) else np.int64) * step
     return vals.astype(dt.np)
 
 
-def _int_arange(start, end, step, dt):
+def _int_arange(xp, start, end, step, dt):
     """Integer arange from float bounds, as PyTorch does it: the values come from the bounds
     truncated towards zero; the length too for int64, from the float bounds otherwise."""
     xs, xe, xst = int(start), int(end), int(step)
@@ -312,7 +312,7 @@ def _int_arange(start, end, step, dt):
         n = abs(span) // abs(xst) * (1 if (span >= 0) == (xst > 0) else -1)  # C's truncation
     else:
         n = int(np.ceil((end - start) / step))
-    return (xs + np.arange(max(n, 0), dtype=np.int64) * xst).astype(dt.np)
+    return (xs + xp.arange(max(n, 0), dtype=np.int64) * xst).astype(dt.np)
 
 
 @op(tags=FACTORY, method=False, differentiable=False)
@@ -321,7 +321,7 @@ def range_(xp, start=0, end=None, step=1, *, out=None, dtype=None, layout=None, 
     """Deprecated ``torch.range``: includes ``end``."""
     dt = dtype or D.get_default_dtype()
     n = int(np.floor((end - start) / step)) + 1
-    return (start + np.arange(n) * step).astype(dt.np)
+    return (start + xp.arange(n) * step).astype(dt.np)
 
 
 @op(tags=FACTORY, method=False, differentiable=False)
@@ -333,13 +333,13 @@ def linspace(xp, start, end, steps, *, out=None, dtype=None, layout=None, device
         raise RuntimeError(f"linspace(): number of steps must be non-negative, got {steps}")
     dt = dtype or D.get_default_dtype()
     if steps == 1:
-        return np.full((1,), start).astype(dt.np)
-    i = np.arange(steps, dtype=np.float64)
+        return xp.full((1,), start).astype(dt.np)
+    i = xp.arange(steps, dtype=np.float64)
     step = (end - start) / max(steps - 1, 1)
     half = steps // 2
-    vals = np.where(i < half, start + step * i, end - step * (steps - 1 - i))
+    vals = xp.where(i < half, start + step * i, end - step * (steps - 1 - i))
     if dt.kind in "ui":
-        vals = np.trunc(vals)
+        vals = xp.trunc(vals)
     return vals.astype(dt.np)
 
 
@@ -349,7 +349,7 @@ def logspace(xp, start, end, steps, base=10.0, *, out=None, dtype=None, layout=N
     check_device(device)
     dt = dtype or D.get_default_dtype()
     exps = linspace.impl(xp, start, end, steps, dtype=D.float64)
-    return np.power(float(base), exps).astype(dt.np)
+    return xp.power(float(base), exps).astype(dt.np)
 
 
 @op(tags=FACTORY, method=False, differentiable=False)
@@ -361,18 +361,18 @@ def eye(xp, n, m=None, *, out=None, dtype=None, layout=None, device=None, requir
     return xp.eye(n, n if m is None else m, dtype=_np_dtype(dtype))
 
 
-def _tri_indices(fn):
+def _tri_indices(name):
     def impl(xp, row, col, offset=0, *, dtype=None, device=None, layout=None):
         check_device(device)
-        r, c = fn(row, offset, col)
+        r, c = getattr(xp, name)(row, offset, col)
         return xp.stack([r, c]).astype((dtype or D.int64).np)
     return impl
 
 
 tril_indices = op("tril_indices", tags=FACTORY, method=False, differentiable=False, out=False)(
-    _tri_indices(np.tril_indices))
+    _tri_indices("tril_indices"))
 triu_indices = op("triu_indices", tags=FACTORY, method=False, differentiable=False, out=False)(
-    _tri_indices(np.triu_indices))
+    _tri_indices("triu_indices"))
 
 
 # ---------------------------------------------------------------------- conversions

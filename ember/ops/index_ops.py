@@ -33,7 +33,7 @@ def _long_index(name: str, index: np.ndarray) -> None:
         raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
 
 
-def _bounds(index: np.ndarray, n: int, dim: int, exc=RuntimeError, prefix="",
+def _bounds(xp, index: np.ndarray, n: int, dim: int, exc=RuntimeError, prefix="",
             negative=False) -> None:
     """Every index in [0, n) (or [-n, n) with ``negative``), else PyTorch's message."""
     if not index.size:
@@ -42,7 +42,7 @@ def _bounds(index: np.ndarray, n: int, dim: int, exc=RuntimeError, prefix="",
     low = -n if negative else 0
     if lo < low or hi >= n:
         flat = index.reshape(-1)
-        bad = flat[np.argmax((flat < low) | (flat >= n))]
+        bad = flat[xp.argmax((flat < low) | (flat >= n))]
         raise exc(f"{prefix}index {bad} is out of bounds for dimension {dim} with size {n}")
 
 
@@ -73,7 +73,7 @@ def _check_scatter_shapes(x, index, dim, src=None, gather=False) -> None:
                                f"{list(x.shape)} apart from dimension {dim}{tail}")
 
 
-def _dim_key(index: np.ndarray, dim: int) -> tuple:
+def _dim_key(xp, index: np.ndarray, dim: int) -> tuple:
     """Coordinates in the indexed tensor of each element of ``index``: its own position on
     every dim but ``dim``, its value on ``dim``."""
     nd = index.ndim
@@ -84,11 +84,11 @@ def _dim_key(index: np.ndarray, dim: int) -> tuple:
         else:
             shape = [1] * nd
             shape[d] = n
-            key.append(np.arange(n).reshape(shape))
+            key.append(xp.arange(n).reshape(shape))
     return tuple(key)
 
 
-def _linear(index: np.ndarray, shape: tuple, dim: int) -> np.ndarray:
+def _linear(xp, index: np.ndarray, shape: tuple, dim: int) -> np.ndarray:
     """Flat (row-major) positions in a tensor of ``shape`` addressed by gather/scatter's
     ``index`` along ``dim``."""
     strides = np.cumprod((1,) + tuple(shape[:0:-1]))[::-1]
@@ -98,7 +98,7 @@ def _linear(index: np.ndarray, shape: tuple, dim: int) -> np.ndarray:
         if d != dim:
             sh = [1] * nd
             sh[d] = n
-            lin = lin + (np.arange(n, dtype=np.int64) * strides[d]).reshape(sh)
+            lin = lin + (xp.arange(n, dtype=np.int64) * strides[d]).reshape(sh)
     return lin.reshape(-1)
 
 
@@ -119,8 +119,8 @@ def gather(xp, input: "Tensor", dim, index: "Tensor", *, sparse_grad=False):
     _check_scatter_shapes(x, idx, d, gather=True)
     if not idx.size:
         return xp.empty(index.shape, input.dtype)
-    _bounds(idx, x.shape[d], d)
-    return x[_dim_key(idx, d)].reshape(index.shape)
+    _bounds(xp, idx, x.shape[d], d)
+    return x[_dim_key(xp, idx, d)].reshape(index.shape)
 
 
 @gather.def_backward
@@ -128,7 +128,7 @@ def _(ctx, g):
     return g.new_zeros(ctx.input.shape).scatter_add(ctx.dim, ctx.index, g), None
 
 
-def _scatter_prep(name, input, dim, index, src):
+def _scatter_prep(xp, name, input, dim, index, src):
     d = _wrap_dim(dim, input.ndim)
     _long_index(name, index)
     if src is not None and src.dtype != input.dtype:
@@ -139,7 +139,7 @@ def _scatter_prep(name, input, dim, index, src):
     if not idx.size:  # of any shape: as an empty index of self's rank it scatters nothing
         idx = idx.reshape((0,) * x.ndim)
         s = None if s is None else s.reshape(-1)[:0].reshape(idx.shape)
-    _bounds(idx, x.shape[d], d)
+    _bounds(xp, idx, x.shape[d], d)
     return d, x, idx, s
 
 
@@ -157,17 +157,17 @@ def scatter(xp, input: "Tensor", dim, index: "Tensor", src: "Scalar|Tensor" = No
     is_t = isinstance(src, np.ndarray)
     if reduce not in (None, "add", "multiply"):
         raise RuntimeError("reduce argument must be either add or multiply.")
-    d, x, idx, s = _scatter_prep("scatter", input, dim, index, src if is_t else None)
-    vals = _region(s, idx.shape) if is_t else scalar_value(src, D.from_np(input.dtype))
+    d, x, idx, s = _scatter_prep(xp, "scatter", input, dim, index, src if is_t else None)
+    vals = _region(s, idx.shape) if is_t else scalar_value(xp, src, D.from_np(input.dtype))
     work = _upcast(x) if reduce else x
     out = work.copy()
     flat = out.reshape(-1)
-    lin = _linear(idx, out.shape, d)
-    vals = np.broadcast_to(vals.astype(work.dtype, copy=False), idx.shape).reshape(-1)
+    lin = _linear(xp, idx, out.shape, d)
+    vals = xp.broadcast_to(vals.astype(work.dtype, copy=False), idx.shape).reshape(-1)
     if reduce is None:
         flat[lin] = vals
     else:
-        (np.add if reduce == "add" else np.multiply).at(flat, lin, vals)
+        (np.add if reduce == "add" else np.multiply).at(flat, lin, vals)  # numpy-only: ufunc.at
     return out.astype(input.dtype, copy=False).reshape(input.shape)
 
 
@@ -193,6 +193,7 @@ def _(ctx, g):
     return g, None, pad_to(g.gather(ctx.dim, ctx.index), tuple(ctx.src.shape))
 
 
+# numpy-only: ufuncs for their .at (scatter_reduce)
 _REDUCE = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum,
            "amin": np.minimum}
 
@@ -220,18 +221,18 @@ def scatter_reduce(xp, input: "Tensor", dim, index: "Tensor", src: "Tensor", red
     if reduce not in _REDUCE:
         raise RuntimeError("reduce argument must be either sum, prod, mean, amax or amin, got "
                            f"{reduce}")
-    d, x, idx, s = _scatter_prep("scatter", input, dim, index, src)
+    d, x, idx, s = _scatter_prep(xp, "scatter", input, dim, index, src)
     out = _upcast(x).copy()
     flat = out.reshape(-1)
-    lin = _linear(idx, out.shape, d)
+    lin = _linear(xp, idx, out.shape, d)
     vals = _region(s, idx.shape).astype(out.dtype, copy=False).reshape(-1)
     if not include_self:
         flat[lin] = _identity(reduce, out.dtype)
-    _REDUCE[reduce].at(flat, lin, vals)
+    _REDUCE[reduce].at(flat, lin, vals)  # numpy-only: ufunc.at
     if reduce == "mean":
-        cnt = np.bincount(lin, minlength=flat.size) + int(include_self)
-        cnt = np.maximum(cnt, 1).astype(out.dtype)
-        flat[:] = np.floor_divide(flat, cnt) if out.dtype.kind in "iub" else flat / cnt
+        cnt = xp.bincount(lin, minlength=flat.size) + int(include_self)
+        cnt = xp.maximum(cnt, 1).astype(out.dtype)
+        flat[:] = xp.floor_divide(flat, cnt) if out.dtype.kind in "iub" else flat / cnt
     return out.astype(input.dtype, copy=False).reshape(input.shape)
 
 
@@ -285,8 +286,8 @@ def _vector_index(index: np.ndarray) -> np.ndarray:
     return index.reshape(-1)
 
 
-def _moved(a: np.ndarray, d: int) -> np.ndarray:
-    return np.moveaxis(_1d(a), d, 0)
+def _moved(xp, a: np.ndarray, d: int) -> np.ndarray:
+    return xp.moveaxis(_1d(a), d, 0)
 
 
 @op(saves=("index",))
@@ -305,7 +306,7 @@ def index_select(xp, input: "Tensor", dim, index: "Tensor"):
     n = _1d(input).shape[d]
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         raise IndexError("index out of range in self")
-    out = np.take(_1d(input), idx, axis=d)
+    out = xp.take(_1d(input), idx, axis=d)
     return out.reshape(()) if input.ndim == 0 else out
 
 
@@ -357,12 +358,13 @@ def index_add(xp, input: "Tensor", dim, index: "Tensor", source: "Tensor", *, al
                            "must have the same scalar type")
     idx = _vector_index(index)
     _check_source("index_add_", input, d, idx, source)
-    _bounds(idx, _1d(input).shape[d], d)
+    _bounds(xp, idx, _1d(input).shape[d], d)
     out = _upcast(input).copy()
     src = _upcast(source)
     if alpha != 1:
         src = src * (int(alpha) if out.dtype.kind in "iu" else alpha)
-    np.add.at(_moved(out, d), idx, _moved(src.astype(out.dtype, copy=False), d))
+    # numpy-only: ufunc.at
+    np.add.at(_moved(xp, out, d), idx, _moved(xp, src.astype(out.dtype, copy=False), d))
     return out.astype(input.dtype, copy=False)
 
 
@@ -389,9 +391,9 @@ def index_copy(xp, input: "Tensor", dim, index: "Tensor", source: "Tensor"):
                            f"but got (self) {_tname(input)} and (source) {_tname(source)}")
     idx = _vector_index(index)
     _check_source("index_copy_", input, d, idx, source)
-    _bounds(idx, _1d(input).shape[d], d, IndexError, "index_copy_(): ")
+    _bounds(xp, idx, _1d(input).shape[d], d, IndexError, "index_copy_(): ")
     out = input.copy()
-    _moved(out, d)[idx] = _moved(source, d)
+    _moved(xp, out, d)[idx] = _moved(xp, source, d)
     return out
 
 
@@ -416,9 +418,9 @@ def index_fill(xp, input: "Tensor", dim, index: "Tensor", value: "Scalar|Tensor"
                                f"tensor with {value.ndim} dimension(s).")
         value = value.item()
     idx = _vector_index(index)
-    _bounds(idx, _1d(input).shape[d], d, IndexError, negative=True)
+    _bounds(xp, idx, _1d(input).shape[d], d, IndexError, negative=True)
     out = input.copy()
-    _moved(out, d)[idx] = scalar_value(value, D.from_np(input.dtype))
+    _moved(xp, out, d)[idx] = scalar_value(xp, value, D.from_np(input.dtype))
     return out
 
 
@@ -437,9 +439,9 @@ def _bool_mask(name: str, mask: np.ndarray, c_name=True) -> None:
         raise RuntimeError(f"{name} only supports boolean masks, but got mask with dtype {dt}")
 
 
-def _broadcast(*arrays):
+def _broadcast(xp, *arrays):
     try:
-        return np.broadcast_arrays(*arrays)
+        return xp.broadcast_arrays(*arrays)
     except ValueError:
         raise RuntimeError(broadcast_error([a.shape for a in arrays])) from None
 
@@ -455,9 +457,9 @@ def masked_fill(xp, input: "Tensor", mask: "Tensor", value: "Scalar|Tensor"):
             raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got "
                                f"tensor with {value.ndim} dimension(s).")
         value = value.item()
-    v = scalar_value(value, dt)
-    x, m = _broadcast(input, mask)
-    return np.where(m, v, x)
+    v = scalar_value(xp, value, dt)
+    x, m = _broadcast(xp, input, mask)
+    return xp.where(m, v, x)
 
 
 @masked_fill.def_backward
@@ -473,7 +475,7 @@ def masked_select(xp, input: "Tensor", mask: "Tensor"):
     (broadcast) ``mask`` is True."""
     if mask.dtype != np.bool_:
         raise RuntimeError("masked_select: expected BoolTensor for mask")
-    x, m = _broadcast(input, mask)
+    x, m = _broadcast(xp, input, mask)
     return x[m]
 
 
@@ -492,8 +494,8 @@ def masked_scatter(xp, input: "Tensor", mask: "Tensor", source: "Tensor"):
     if source.dtype != input.dtype:
         raise RuntimeError("masked_scatter: expected self and source to have same dtypes but "
                            f"got{_tname(input)} and {_tname(source)}")
-    x, m = _broadcast(input, mask)
-    k = int(np.count_nonzero(m))
+    x, m = _broadcast(xp, input, mask)
+    k = int(xp.count_nonzero(m))
     if k > source.size:
         raise RuntimeError("Number of elements of source < number of ones in mask")
     out = x.copy()

@@ -44,7 +44,7 @@ _CPP_NAME = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "in
 
 
 # ---------------------------------------------------------------------- scalar values
-def scalar_value(value, dtype: D.dtype) -> np.ndarray:
+def scalar_value(xp, value, dtype: D.dtype) -> np.ndarray:
     """A Python number as a 0-d array of ``dtype``, with PyTorch's overflow check.
 
     PyTorch refuses a value that does not fit the destination (300 into uint8, NaN into an
@@ -81,7 +81,7 @@ def scalar_value(value, dtype: D.dtype) -> np.ndarray:
     if bad:
         raise RuntimeError(f"value cannot be converted to type {_CPP_NAME[dtype]} without "
                            "overflow")
-    return np.asarray(value).astype(dtype.np)
+    return xp.asarray(value).astype(dtype.np)
 
 
 _LIMITS: dict = {}
@@ -123,7 +123,7 @@ def _index_array(a: np.ndarray) -> np.ndarray:
     raise IndexError(_BAD_INDEX_DTYPE)
 
 
-def adv_key(shape: tuple, arrays: list, dims) -> tuple:
+def adv_key(xp, shape: tuple, arrays: list, dims) -> tuple:
     """The numpy key for advanced indices ``arrays`` starting at ``dims`` (None: one after the
     other from dim 0). Bool masks cover as many dims as they have; next to other indices they
     become their nonzero coordinates (a lone mask stays a mask). Checks dtypes, mask shapes,
@@ -149,7 +149,7 @@ def adv_key(shape: tuple, arrays: list, dims) -> tuple:
                 raise IndexError("a 0-dimensional bool index needs a new dimension; use x[None]")
             if len(arrays) == 1:  # a lone mask: numpy's bool indexing is twice as fast
                 return (slice(None),) * d + (a,)
-            parts.extend(zip(range(d, d + m), np.nonzero(a)))
+            parts.extend(zip(range(d, d + m), xp.nonzero(a)))
             d += m
         else:
             if d >= nd:
@@ -169,16 +169,16 @@ def adv_key(shape: tuple, arrays: list, dims) -> tuple:
         n = shape[d]
         if empty:
             if 0 in b:
-                p = np.zeros(b, np.int64)
+                p = xp.zeros(b, np.int64)
             elif n == 0:
                 raise IndexError("index is out of bounds for dimension with size 0")
             else:
-                p = np.zeros(p.shape, np.int64)
+                p = xp.zeros(p.shape, np.int64)
         elif p.size:
             lo, hi = p.min(), p.max()
             if lo < -n or hi >= n:
                 flat = p.reshape(-1)
-                bad = flat[np.argmax((flat < -n) | (flat >= n))]
+                bad = flat[xp.argmax((flat < -n) | (flat >= n))]
                 # PyTorch moves the indexed dims to the front first: it names the rank
                 raise IndexError(f"index {bad} is out of bounds for dimension {rank} with size "
                                  f"{n}")
@@ -188,7 +188,7 @@ def adv_key(shape: tuple, arrays: list, dims) -> tuple:
     return tuple(key)
 
 
-def adv_shape(shape: tuple, key: tuple) -> tuple:
+def adv_shape(xp, shape: tuple, key: tuple) -> tuple:
     """Shape of ``a[key]`` for ``a`` of ``shape`` (``key`` from ``adv_key``), without indexing."""
     pos, shapes, d = [], [], 0
     for k in key:
@@ -196,7 +196,7 @@ def adv_shape(shape: tuple, key: tuple) -> tuple:
             d += 1
         elif k.dtype == np.bool_:  # a mask covers its dims with one dim of its True count
             pos.extend(range(d, d + k.ndim))
-            shapes.append((int(np.count_nonzero(k)),))
+            shapes.append((int(xp.count_nonzero(k)),))
             d += k.ndim
         else:
             pos.append(d)
@@ -208,7 +208,7 @@ def adv_shape(shape: tuple, key: tuple) -> tuple:
     return b + tuple(s for i, s in enumerate(shape) if i not in pos)
 
 
-def fit_value(a: np.ndarray, shape: tuple, advanced: bool) -> np.ndarray:
+def fit_value(xp, a: np.ndarray, shape: tuple, advanced: bool) -> np.ndarray:
     """Broadcast a value to the written region ``shape`` as setitem does (extra leading size-1
     dims are dropped), raising PyTorch's message when it does not fit."""
     if a.shape == shape or a.ndim == 0:  # numpy's assignment broadcasts these itself
@@ -217,7 +217,7 @@ def fit_value(a: np.ndarray, shape: tuple, advanced: bool) -> np.ndarray:
     if lead > 0 and all(s == 1 for s in a.shape[:lead]):
         a = a.reshape(a.shape[lead:])
     try:
-        return np.broadcast_to(a, shape)
+        return xp.broadcast_to(a, shape)
     except ValueError:
         pass
     if advanced:
@@ -278,12 +278,12 @@ def pad_to(t: Tensor, shape: tuple) -> Tensor:
 def index(xp, input: "Tensor", indices: "Tensor[]", dims=None):
     """Advanced indexing: ``indices`` (integer or bool tensors) start at ``dims`` (None: dims
     0, 1, ... in order)."""
-    key = adv_key(input.shape, indices, dims)
+    key = adv_key(xp, input.shape, indices, dims)
     if not key:
         return input.copy()
     adv = [d for d, k in enumerate(key) if not isinstance(k, slice)]
     if len(adv) == 1 and key[adv[0]].dtype != np.bool_:
-        return np.take(input, key[adv[0]], axis=adv[0])  # several times faster than input[key]
+        return xp.take(input, key[adv[0]], axis=adv[0])  # several times faster than input[key]
     return input[key]
 
 
@@ -291,9 +291,10 @@ def index(xp, input: "Tensor", indices: "Tensor[]", dims=None):
 def _(input, indices, dims=None):
     if any(i.dtype in (D.bool_, D.uint8) for i in indices):
         raise RuntimeError("index: output shape depends on the input's values (bool mask)")
+    # shapes only: host numpy stand-ins, whatever the device
     stand_ins = [np.broadcast_to(np.zeros((), np.int64), tuple(i.shape)) for i in indices]
-    key = adv_key(tuple(input.shape), stand_ins, dims)
-    return (adv_shape(tuple(input.shape), key) if key else tuple(input.shape)), input.dtype
+    key = adv_key(np, tuple(input.shape), stand_ins, dims)
+    return (adv_shape(np, tuple(input.shape), key) if key else tuple(input.shape)), input.dtype
 
 
 @index.def_backward
@@ -313,12 +314,12 @@ def index_put(xp, input: "Tensor", indices: "Tensor[]", values: "Tensor", accumu
         raise RuntimeError("Index put requires the source and destination dtypes match, got "
                            f"{_tname(input)} for the destination and {_tname(values)} for the "
                            "source.")
-    key = adv_key(input.shape, indices, dims)
-    v = fit_value(values, adv_shape(input.shape, key) if key else input.shape, True)
+    key = adv_key(xp, input.shape, indices, dims)
+    v = fit_value(xp, values, adv_shape(xp, input.shape, key) if key else input.shape, True)
     if accumulate:
         work = _upcast(input)
         out = work.copy()
-        np.add.at(out, key, v.astype(work.dtype, copy=False))
+        np.add.at(out, key, v.astype(work.dtype, copy=False))  # numpy-only: ufunc.at
         return out.astype(input.dtype, copy=False)
     out = input.copy()
     out[key] = v
@@ -365,7 +366,7 @@ def take(xp, input: "Tensor", index: "Tensor"):
         lo, hi = index.min(), index.max()
         if lo < -n or hi >= n:
             flat = index.reshape(-1)
-            bad = flat[np.argmax((flat < -n) | (flat >= n))]
+            bad = flat[xp.argmax((flat < -n) | (flat >= n))]
             raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} "
                              "elements.")
     return input.reshape(-1)[index]
@@ -382,12 +383,12 @@ def _(ctx, g):
 def nonzero(xp, input: "Tensor", *, as_tuple=False):
     """nonzero(input, *, as_tuple=False) -> Tensor or tuple of Tensors"""
     a = input if input.ndim else input.reshape(1)
-    coords = [c.astype(np.int64, copy=False) for c in np.nonzero(a)]
+    coords = [c.astype(np.int64, copy=False) for c in xp.nonzero(a)]
     if as_tuple:
         return tuple(coords)
     if input.ndim == 0:
-        return np.zeros((len(coords[0]), 0), np.int64)
-    return np.stack(coords, axis=1) if coords else np.zeros((0, 0), np.int64)
+        return xp.zeros((len(coords[0]), 0), np.int64)
+    return xp.stack(coords, axis=1) if coords else xp.zeros((0, 0), np.int64)
 
 
 def argwhere(input: Tensor) -> Tensor:
@@ -563,7 +564,8 @@ def _setitem(self: Tensor, key, value) -> None:
             value = _wrap(value, D.from_np(value.dtype))
             is_t = True
         else:
-            arr = scalar_value(value, dt)
+            # not a kernel: without autograd, setitem writes the CPU array (self._data) in place
+            arr = scalar_value(np, value, dt)
     if _grad_state.enabled and (self.requires_grad or (is_t and value.requires_grad)):
         _setitem_tracked(self, bkey, adv, value if is_t else arr, is_t)
         return
@@ -571,10 +573,10 @@ def _setitem(self: Tensor, key, value) -> None:
         arr = cast_array(value._data, dt)
     target = _writable(self._data[bkey + (Ellipsis,)])
     if adv:
-        k = adv_key(target.shape, [t._data for t, _ in adv], [d for _, d in adv])
-        target[k] = fit_value(arr, adv_shape(target.shape, k), True)
+        k = adv_key(np, target.shape, [t._data for t, _ in adv], [d for _, d in adv])
+        target[k] = fit_value(np, arr, adv_shape(np, target.shape, k), True)
     else:
-        target[...] = fit_value(arr, target.shape, False)
+        target[...] = fit_value(np, arr, target.shape, False)
     self._bump()
 
 
@@ -608,7 +610,7 @@ def _setitem_tracked(self, bkey, adv, value, is_t):
         if not is_t:
             view.fill_(_wrap(value, dt))
             return
-        fit_value(value._data, view._data.shape, False)  # PyTorch's message on mismatch
+        fit_value(np, value._data, view._data.shape, False)  # PyTorch's message on mismatch
         lead = value._data.ndim - view._data.ndim
         if lead > 0:
             value = value.reshape(tuple(value.shape[lead:]))

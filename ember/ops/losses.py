@@ -92,21 +92,21 @@ def _check_nll(input: Tensor, target: Tensor) -> None:
         raise RuntimeError(f"Expected target size {list(spatial)}, got {list(target.shape)}")
 
 
-def _nll_layout(input, target):
+def _nll_layout(xp, input, target):
     """(input as (M, C), target as (M,), C): classes moved last, positions flattened."""
     c = input.shape[0] if input.ndim == 1 else input.shape[1]
-    x2 = input.reshape(1, c) if input.ndim == 1 else np.moveaxis(input, 1, -1).reshape(-1, c)
+    x2 = input.reshape(1, c) if input.ndim == 1 else xp.moveaxis(input, 1, -1).reshape(-1, c)
     return x2, target.reshape(-1), c
 
 
-def _nll_picks(target, c, weight, ignore_index):
+def _nll_picks(xp, target, c, weight, ignore_index):
     """Per-element (class index, weight): ignored positions get weight 0 and class 0."""
     valid = target != ignore_index
     bad = valid & ((target < 0) | (target >= c))
     if bad.any():
         raise IndexError(f"Target {int(target[bad][0])} is out of bounds.")
-    cls = np.where(valid, target, 0).astype(np.intp)
-    w = valid.astype(np.float64) if weight is None else np.where(valid, weight[cls], 0)
+    cls = xp.where(valid, target, 0).astype(np.intp)
+    w = valid.astype(np.float64) if weight is None else xp.where(valid, weight[cls], 0)
     return cls, w
 
 
@@ -119,13 +119,13 @@ def nll_loss_nd(xp, input: "Tensor", target: "Tensor", weight: "Tensor?" = None,
     if input.dtype.kind != "f":
         raise NotImplementedError(f'"nll_loss_out_frame" not implemented for '
                                   f"'{D.TYPE_NAME[D.from_np(input.dtype)]}'")
-    x2, t, c = _nll_layout(input, target)
+    x2, t, c = _nll_layout(xp, input, target)
     if weight is not None and weight.size != c:
         raise RuntimeError(f"weight tensor should be defined either for all {c} classes or no "
                            f"classes but got weight tensor of shape: {list(weight.shape)}")
-    cls, w = _nll_picks(t, c, weight, ignore_index)
+    cls, w = _nll_picks(xp, t, c, weight, ignore_index)
     w = w.astype(x2.dtype)
-    losses = -w * x2[np.arange(x2.shape[0]), cls]
+    losses = -w * x2[xp.arange(x2.shape[0]), cls]
     total = w.sum(dtype=x2.dtype)
     if reduction == "none":
         shape = () if input.ndim == 1 else target.shape
@@ -147,7 +147,7 @@ def nll_loss_backward(xp, grad_output: "Tensor", target: "Tensor", weight: "Tens
     shape = tuple(input_shape)
     c = shape[0] if len(shape) == 1 else shape[1]
     t = target.reshape(-1)
-    cls, w = _nll_picks(t, c, weight, ignore_index)
+    cls, w = _nll_picks(xp, t, c, weight, ignore_index)
     coef = -w.astype(grad_output.dtype)
     if reduction == "none":
         coef = coef * grad_output.reshape(-1)
@@ -156,12 +156,12 @@ def nll_loss_backward(xp, grad_output: "Tensor", target: "Tensor", weight: "Tens
         if reduction == "mean":  # the total weight in float64: a half one overflows at 65504
             coef = (coef / w.sum()).astype(grad_output.dtype)
     g2 = xp.zeros((t.size, c), grad_output.dtype)
-    rows = np.flatnonzero(t != ignore_index)  # ignored positions keep a zero gradient
+    rows = xp.flatnonzero(t != ignore_index)  # ignored positions keep a zero gradient
     g2[rows, cls[rows]] = coef[rows]
     if len(shape) == 1:
         return g2.reshape(shape)
     moved = (shape[0],) + shape[2:] + (c,)
-    return np.ascontiguousarray(np.moveaxis(g2.reshape(moved), -1, 1))
+    return xp.ascontiguousarray(xp.moveaxis(g2.reshape(moved), -1, 1))
 
 
 @nll_loss_backward.def_backward

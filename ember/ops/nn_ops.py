@@ -182,13 +182,13 @@ def _(ctx, g):
                                     ctx.scale_grad_by_freq), None
 
 
-def _grad_scale(indices, num_weights, padding_idx, scale_grad_by_freq):
+def _grad_scale(xp, indices, num_weights, padding_idx, scale_grad_by_freq):
     """Per-lookup factor of the weight gradient: 0 for padding_idx, 1/count with
     scale_grad_by_freq, else 1 (None when every factor is 1)."""
     flat = indices.reshape(-1)
     scale = None
     if scale_grad_by_freq:
-        scale = 1.0 / np.bincount(flat, minlength=num_weights)[flat]
+        scale = 1.0 / xp.bincount(flat, minlength=num_weights)[flat]
     if padding_idx is not None and padding_idx >= 0:
         keep = (flat != padding_idx).astype(np.float64)
         scale = keep if scale is None else scale * keep
@@ -201,17 +201,19 @@ def embedding_dense_backward(xp, grad_output: "Tensor", indices: "Tensor", num_w
     """The weight gradient of embedding: grad rows summed into the rows they were read from."""
     d = grad_output.shape[-1]
     g2 = grad_output.reshape(-1, d)
-    scale = _grad_scale(indices, num_weights, padding_idx, scale_grad_by_freq)
+    scale = _grad_scale(xp, indices, num_weights, padding_idx, scale_grad_by_freq)
     if scale is not None:
         g2 = g2 * scale[:, None].astype(g2.dtype)
     flat = indices.reshape(-1)
     acc = np.float32 if g2.dtype.itemsize == 2 else g2.dtype
     out = xp.zeros((num_weights, d), acc)
     in_range = flat.size and 0 <= flat.min() and flat.max() < num_weights
+    # numpy-only: native.rows_add, a CPU C kernel over numpy memory
     if flat.size and not (in_range and native.rows_add(  # one C loop over the rows, or
-            out, flat, np.ascontiguousarray(g2, dtype=acc))):  # sorted segments, one reduceat
-        order = np.argsort(flat, kind="stable")
-        rows, starts = np.unique(flat[order], return_index=True)
+            out, flat, xp.ascontiguousarray(g2, dtype=acc))):  # sorted segments, one reduceat
+        order = xp.argsort(flat, kind="stable")
+        rows, starts = xp.unique(flat[order], return_index=True)
+        # numpy-only: ufunc.reduceat
         out[rows] = np.add.reduceat(g2[order].astype(acc, copy=False), starts, axis=0)
     return out.astype(grad_output.dtype, copy=False)
 

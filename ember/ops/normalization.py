@@ -42,17 +42,17 @@ def _acc(x):
     return x.astype(np.float32) if x.dtype.itemsize == 2 else x
 
 
-def _normalized(x2, eps: float, center: bool = True):
+def _normalized(xp, x2, eps: float, center: bool = True):
     """Normalise the rows of a 2-D array: (x̂ in a fresh array, mean or None, rstd), each
     statistic shaped (rows, 1). One pass per step, no temporaries beyond x̂ itself."""
     n = x2.shape[1]
     if n == 0:
-        nan = np.full((x2.shape[0], 1), np.nan, x2.dtype)
+        nan = xp.full((x2.shape[0], 1), np.nan, x2.dtype)
         return x2.copy(), (nan if center else None), nan
     mean = x2.mean(axis=1, keepdims=True) if center else None
     xc = x2 - mean if center else x2.copy()
-    var = np.einsum("ij,ij->i", xc, xc)[:, None] / xc.dtype.type(n)
-    rstd = 1 / np.sqrt(var + xc.dtype.type(eps))
+    var = xp.einsum("ij,ij->i", xc, xc)[:, None] / xc.dtype.type(n)
+    rstd = 1 / xp.sqrt(var + xc.dtype.type(eps))
     xc *= rstd
     return xc, mean, rstd
 
@@ -102,7 +102,7 @@ def _norm_backward(xp, grad: "Tensor", input: "Tensor", mean: "Tensor?", rstd: "
     k = len(stat_dims)
     if mean is not None and stat_dims == tuple(range(input.ndim - k, input.ndim)) and \
             param_dims == tuple(range(input.ndim - k)) and input.size:
-        return _rows_backward(grad, input, mean, rstd, weight, needs, k)
+        return _rows_backward(xp, grad, input, mean, rstd, weight, needs, k)
     xhat = input - mean if mean is not None else input.copy()
     xhat *= rstd
     gw = gb = gx = None
@@ -126,7 +126,7 @@ def _norm_backward(xp, grad: "Tensor", input: "Tensor", mean: "Tensor?", rstd: "
     return gx, gw, gb
 
 
-def _rows_backward(grad, input, mean, rstd, weight, needs, k):
+def _rows_backward(xp, grad, input, mean, rstd, weight, needs, k):
     """_norm_backward for layer norm's layout (statistics over the last ``k`` dims, parameters
     over the rest): the input is viewed as (rows, n) and the products are summed by einsum,
     without temporaries."""
@@ -140,13 +140,13 @@ def _rows_backward(grad, input, mean, rstd, weight, needs, k):
     xhat *= r
     gx = gw = gb = None
     if needs[1]:
-        gw = np.einsum("ij,ij->j", g2, xhat).reshape(pshape)
+        gw = xp.einsum("ij,ij->j", g2, xhat).reshape(pshape)
     if needs[2]:
         gb = g2.sum(axis=0).reshape(pshape)
     if needs[0]:
         gh = g2 * weight.reshape(1, -1) if weight is not None else g2.copy()
         # dx = r gh - r mean(gh) - xhat r mean(gh xhat), the row factors formed first
-        c2 = np.einsum("ij,ij->i", gh, xhat)[:, None]
+        c2 = xp.einsum("ij,ij->i", gh, xhat)[:, None]
         c2 *= r / xhat.dtype.type(x2.shape[1])
         c1 = gh.mean(axis=1, keepdims=True)
         c1 *= r
@@ -197,7 +197,7 @@ def native_layer_norm(xp, input: "Tensor", normalized_shape, weight: "Tensor?", 
     ns = _check_normalized("layer_norm", input, normalized_shape, weight, bias)
     n = _numel(ns)
     lead = input.shape[:input.ndim - len(ns)]
-    y, mean, rstd = _normalized(input.reshape(-1, n), eps)
+    y, mean, rstd = _normalized(xp, input.reshape(-1, n), eps)
     if weight is not None:
         y *= weight.reshape(-1)
     if bias is not None:
@@ -241,7 +241,7 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
 def _fused_rms_norm(xp, input: "Tensor", normalized_shape, weight: "Tensor?", eps):
     """RMS norm with its statistic: (input * rstd * weight, rstd)."""
     ns = _check_normalized("rms_norm", input, normalized_shape, weight, None)
-    y, _, rstd = _normalized(input.reshape(-1, _numel(ns)), eps, center=False)
+    y, _, rstd = _normalized(xp, input.reshape(-1, _numel(ns)), eps, center=False)
     if weight is not None:
         y *= weight.reshape(-1)
     lead = input.shape[:input.ndim - len(ns)]
@@ -281,7 +281,7 @@ def native_group_norm(xp, input: "Tensor", weight: "Tensor?", bias: "Tensor?", N
                       eps):
     """native_group_norm(input, weight, bias, N, C, HxW, group, eps) -> (output, mean, rstd):
     each of ``group`` channel groups normalised per sample; statistics are (N, group)."""
-    y, mean, rstd = _normalized(input.reshape(N * group, C // group * HxW), eps)
+    y, mean, rstd = _normalized(xp, input.reshape(N * group, C // group * HxW), eps)
     y = y.reshape(N, C, HxW)
     if weight is not None:
         y *= weight.reshape(1, C, 1)
@@ -355,11 +355,12 @@ def native_batch_norm(xp, input: "Tensor", weight: "Tensor?", bias: "Tensor?",
     count = x.size // max(c, 1)
     if training:
         if count == 0:
-            mean = var = np.full(c, np.nan, x.dtype)
+            mean = var = xp.full(c, np.nan, x.dtype)
         else:
             mean = x.mean(axis=axes)
-            var = np.square(x - mean.reshape(_chan_shape(c, x.ndim))).mean(axis=axes)
-        with np.errstate(all="ignore"):  # an empty batch leaves the running statistics alone
+            var = xp.square(x - mean.reshape(_chan_shape(c, x.ndim))).mean(axis=axes)
+        # numpy-only: errstate (an empty batch leaves the running statistics alone)
+        with np.errstate(all="ignore"):
             if running_mean is not None and count:
                 running_mean *= 1 - momentum
                 running_mean += (momentum * mean).astype(running_mean.dtype)
@@ -373,7 +374,7 @@ def native_batch_norm(xp, input: "Tensor", weight: "Tensor?", bias: "Tensor?",
                                "defined in evaluation mode")
         mean = running_mean.astype(x.dtype)
         var = running_var.astype(x.dtype)
-    invstd = (1 / np.sqrt(var + eps)).astype(x.dtype)
+    invstd = (1 / xp.sqrt(var + eps)).astype(x.dtype)
     scale = invstd if weight is None else invstd * weight
     shift = -mean * scale if bias is None else bias - mean * scale
     shape = _chan_shape(c, x.ndim)

@@ -63,29 +63,29 @@ def _compute(dt: D.dtype):
     return np.float64 if dt is D.float64 else np.float32
 
 
-def _sample(shape: tuple, dt: D.dtype, draw) -> np.ndarray:
+def _sample(xp, shape: tuple, dt: D.dtype, draw) -> np.ndarray:
     """An array of ``dt`` from ``draw(real_dtype, shape)``; a complex dtype takes two real
     draws per element (real and imaginary parts)."""
     if dt.is_complex:
         real = dt.to_real()
-        pairs = np.asarray(draw(real, tuple(shape) + (2,)), dtype=real.np)
-        return np.ascontiguousarray(pairs).view(dt.np)[..., 0]
-    return np.asarray(draw(dt, tuple(shape))).astype(dt.np, copy=False)
+        pairs = xp.asarray(draw(real, tuple(shape) + (2,)), dtype=real.np)
+        return xp.ascontiguousarray(pairs).view(dt.np)[..., 0]
+    return xp.asarray(draw(dt, tuple(shape))).astype(dt.np, copy=False)
 
 
-def _uniform01(rng: np.random.Generator, dt: D.dtype, shape: tuple) -> np.ndarray:
+def _uniform01(xp, rng: np.random.Generator, dt: D.dtype, shape: tuple) -> np.ndarray:
     """Uniform on [0, 1) at ``dt``'s resolution, so a half dtype never rounds up to 1."""
     if dt is D.float64:
-        return rng.random(shape)
-    u = rng.random(shape, dtype=np.float32)
+        return rng.random(shape)  # numpy-only: Generator draw
+    u = rng.random(shape, dtype=np.float32)  # numpy-only: Generator draw
     d = _DIGITS[dt]
     if d < 24:
-        u = np.floor(u * np.float32(2.0 ** d)) * np.float32(2.0 ** -d)
+        u = xp.floor(u * np.float32(2.0 ** d)) * np.float32(2.0 ** -d)
     return u
 
 
 def _std_normal(rng: np.random.Generator, dt: D.dtype, shape: tuple) -> np.ndarray:
-    return rng.standard_normal(shape, dtype=_compute(dt))
+    return rng.standard_normal(shape, dtype=_compute(dt))  # numpy-only: Generator draw
 
 
 def _float_dtype(dtype, kernel: str, complex_ok: bool = True) -> D.dtype:
@@ -151,6 +151,7 @@ def _random_from_to(rng, lo: int, to: int, shape: tuple, dt: D.dtype) -> np.ndar
 
 
 def _random_ints(rng, lo: int, hi: int, shape: tuple, dt: D.dtype) -> np.ndarray:
+    # numpy-only: Generator draw
     return rng.integers(lo, hi, size=shape, dtype=np.int64, endpoint=True).astype(dt.np)
 
 
@@ -171,11 +172,11 @@ def rand(xp, *sizes, size=None, generator=None, out=None, dtype=None, layout=Non
     """``ember.rand(*size, *, generator=None, dtype=None, ...)``: uniform samples on [0, 1)."""
     check_device(device)
     dt = _float_dtype(dtype, "check_uniform_bounds")
-    return _rand(_shape("rand", sizes, size), dt, numpy_generator(generator, "rand"))
+    return _rand(xp, _shape("rand", sizes, size), dt, numpy_generator(generator, "rand"))
 
 
-def _rand(shape, dt, rng):
-    return _sample(shape, dt, lambda real, s: _uniform01(rng, real, s))
+def _rand(xp, shape, dt, rng):
+    return _sample(xp, shape, dt, lambda real, s: _uniform01(xp, rng, real, s))
 
 
 @op(tags=FACTORY, method=False, differentiable=False)
@@ -185,12 +186,12 @@ def randn(xp, *sizes, size=None, generator=None, out=None, dtype=None, layout=No
     (complex: real and imaginary parts each of variance 1/2)."""
     check_device(device)
     dt = _float_dtype(dtype, "normal_kernel_cpu")
-    return _randn(_shape("randn", sizes, size), dt, numpy_generator(generator, "randn"))
+    return _randn(xp, _shape("randn", sizes, size), dt, numpy_generator(generator, "randn"))
 
 
-def _randn(shape, dt, rng):
+def _randn(xp, shape, dt, rng):
     scale = math.sqrt(0.5) if dt.is_complex else 1.0
-    return _sample(shape, dt, lambda real, s: _std_normal(rng, real, s) * scale)
+    return _sample(xp, shape, dt, lambda real, s: _std_normal(rng, real, s) * scale)
 
 
 def _randint_range(name: str, low, high) -> tuple:
@@ -242,6 +243,7 @@ def randperm(xp, n, *, generator=None, out=None, dtype=None, layout=None, device
     elif n - 1 > D.iinfo(dt).max:
         raise RuntimeError(f"randperm(): n={n} does not fit dtype {dt}: value cannot be converted "
                            f"to type {dt.name}_t without overflow")
+    # numpy-only: Generator draw
     return numpy_generator(generator, "randperm").permutation(n).astype(dt.np)
 
 
@@ -256,7 +258,7 @@ def rand_like(xp, input: "Tensor", *, generator=None, dtype=None, layout=None, d
     shape (and dtype)."""
     check_device(device)
     dt = _float_dtype(_like_dtype(input, dtype), "check_uniform_bounds")
-    return _rand(input.shape, dt, numpy_generator(generator, "rand_like"))
+    return _rand(xp, input.shape, dt, numpy_generator(generator, "rand_like"))
 
 
 @op(tags=FACTORY, method=False, differentiable=False, out=False)
@@ -266,7 +268,7 @@ def randn_like(xp, input: "Tensor", *, generator=None, dtype=None, layout=None, 
     shape (and dtype)."""
     check_device(device)
     dt = _float_dtype(_like_dtype(input, dtype), "normal_kernel_cpu")
-    return _randn(input.shape, dt, numpy_generator(generator, "randn_like"))
+    return _randn(xp, input.shape, dt, numpy_generator(generator, "randn_like"))
 
 
 @op(tags=FACTORY, method=False, differentiable=False, out=False)
@@ -280,9 +282,9 @@ def randint_like(xp, input: "Tensor", low=0, high=None, *, generator=None, dtype
 
 
 # ---------------------------------------------------------------------- distributions
-def _check_std(std) -> None:
+def _check_std(xp, std) -> None:
     if isinstance(std, np.ndarray):
-        if not np.all(std >= 0):  # NaN fails too
+        if not xp.all(std >= 0):  # NaN fails too
             raise RuntimeError("normal expects all elements of std >= 0.0")
     elif not std >= 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {_num(std)}")
@@ -311,37 +313,37 @@ def normal(xp, mean: "Scalar|Tensor", std: "Scalar|Tensor" = 1.0, size=None, *,
         if dt.kind not in "fc":
             raise _not_implemented("normal_kernel_cpu", dt)
         shape = np.broadcast_shapes(np.shape(mean), np.shape(std))
-    _check_std(std)
+    _check_std(xp, std)
     comp = _compute(dt.to_real())
     if m_arr:
         mean = mean.astype(np.result_type(comp, mean.dtype), copy=False)
     if s_arr:
         std = std.astype(comp, copy=False)
-    noise = _sample(shape, dt.to_complex() if dt.is_complex else D.from_np(comp),
+    noise = _sample(xp, shape, dt.to_complex() if dt.is_complex else D.from_np(comp),
                     lambda real, s: _std_normal(rng, real, s))
     if dt.is_complex:
         noise = noise * math.sqrt(0.5)
-    return np.asarray(mean + std * noise).astype(dt.np, copy=False)
+    return xp.asarray(mean + std * noise).astype(dt.np, copy=False)
 
 
 _zero_backward(normal)
 
 
-def _bernoulli(rng, p, shape: tuple, out_np, name: str) -> np.ndarray:
+def _bernoulli(xp, rng, p, shape: tuple, out_np, name: str) -> np.ndarray:
     """0/1 draws of probability ``p`` (a number, or an array that broadcasts to ``shape``)."""
     if isinstance(p, np.ndarray):
         probs = p.astype(np.float64 if p.dtype == np.float64 else np.float32, copy=False)
-        if not np.all((probs >= 0) & (probs <= 1)):
+        if not xp.all((probs >= 0) & (probs <= 1)):
             raise RuntimeError(f"{name}(): Expected p_in >= 0 && p_in <= 1 to be true, but got "
                                "false (every probability must lie in [0, 1])")
-        u = rng.random(shape, dtype=probs.dtype.type)
+        u = rng.random(shape, dtype=probs.dtype.type)  # numpy-only: Generator draw
     else:
         if isinstance(p, Tensor) or not isinstance(p, numbers.Real):
             raise TypeError(f"{name}(): argument 'p' must be float, not {type(p).__name__}")
         if not 0 <= p <= 1:
             raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={_num(p)}")
         probs = p
-        u = rng.random(shape)
+        u = rng.random(shape)  # numpy-only: Generator draw
     return (u < probs).astype(out_np)
 
 
@@ -355,39 +357,39 @@ def bernoulli(xp, input: "Tensor", p=None, *, generator=None, out=None):
         if dt.kind != "f":
             raise _not_implemented("bernoulli_tensor_cpu_self_" if dt.is_complex
                                    else "bernoulli_tensor_cpu_p_", dt)
-        return _bernoulli(rng, input, input.shape, input.dtype, "bernoulli")
+        return _bernoulli(xp, rng, input, input.shape, input.dtype, "bernoulli")
     if dt.is_complex:
         raise _not_implemented("bernoulli_scalar_cpu_", dt)
-    return _bernoulli(rng, p, input.shape, input.dtype, "bernoulli")
+    return _bernoulli(xp, rng, p, input.shape, input.dtype, "bernoulli")
 
 
 _zero_backward(bernoulli)
 
 
-def _cumsum(p: np.ndarray) -> np.ndarray:
+def _cumsum(xp, p: np.ndarray) -> np.ndarray:
     """Row-wise cumulative sums in float64 (cast first: numpy's casting cumsum is slow)."""
     c = p.astype(np.float64)
-    return np.cumsum(c, axis=-1, out=c)
+    return xp.cumsum(c, axis=-1, out=c)
 
 
-def _multinomial_with_replacement(rng, p: np.ndarray, n: int, cdf=None) -> np.ndarray:
+def _multinomial_with_replacement(xp, rng, p: np.ndarray, n: int, cdf=None) -> np.ndarray:
     """Inverse-CDF draws for every row at once: row ``r``'s CDF is shifted by ``r`` so one
     searchsorted serves all rows (exact for one row; within ``r * eps`` otherwise). ``cdf``:
     ``_cumsum(p)``, which this overwrites."""
     rows, k = p.shape
-    cdf = _cumsum(p) if cdf is None else cdf
+    cdf = _cumsum(xp, p) if cdf is None else cdf
     cdf /= cdf[:, -1:]  # rows end at exactly 1 (x / x), so the shifted rows stay sorted
-    off = np.arange(rows)[:, None]
+    off = xp.arange(rows)[:, None]
     cdf += off
-    u = rng.random((rows, n))
+    u = rng.random((rows, n))  # numpy-only: Generator draw
     u += off
-    idx = np.searchsorted(cdf.ravel(), u.ravel(), side="right").reshape(rows, n) - off * k
+    idx = xp.searchsorted(cdf.ravel(), u.ravel(), side="right").reshape(rows, n) - off * k
     # a draw that rounds onto its row's end (r + 1) belongs to the row's last category of
     # nonzero weight
     over = idx >= k
     if over.any():
-        r = np.nonzero(over)[0]
-        idx[over] = k - 1 - np.argmax(p[r, ::-1] > 0, axis=-1)
+        r = xp.nonzero(over)[0]
+        idx[over] = k - 1 - xp.argmax(p[r, ::-1] > 0, axis=-1)
     return idx
 
 
@@ -414,32 +416,32 @@ def multinomial(xp, input: "Tensor", num_samples, replacement=False, *, generato
     out_shape = input.shape[:-1] + (n,)
     p = input.reshape(-1, k)
     if p.shape[0] == 0:
-        return np.empty(out_shape, np.int64)
+        return xp.empty(out_shape, np.int64)
     if k == 0:
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     inverse_cdf = replacement or n == 1  # one draw is the same with or without replacement
-    cdf = _cumsum(p) if inverse_cdf else None
+    cdf = _cumsum(xp, p) if inverse_cdf else None
     totals = cdf[:, -1] if inverse_cdf else p.sum(-1, dtype=np.float64)
-    if not (p.min() >= 0 and np.isfinite(totals).all()):  # NaN fails the first test
+    if not (p.min() >= 0 and xp.isfinite(totals).all()):  # NaN fails the first test
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-    if np.any(totals <= 0):
+    if xp.any(totals <= 0):
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     rng = numpy_generator(generator, "multinomial")
     if inverse_cdf:
-        idx = _multinomial_with_replacement(rng, p, n, cdf)
+        idx = _multinomial_with_replacement(xp, rng, p, n, cdf)
     else:
         # sequential weighted draws without replacement == the n smallest E_i / p_i with
         # E_i ~ Exp(1) (exponential races), in increasing order; log keys keep tiny weights
         # finite, and zero weights become +inf, so they come last (as in PyTorch)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            keys = np.log(rng.standard_exponential(p.shape))
-            keys -= np.log(p.astype(np.float64, copy=False))
+        with np.errstate(divide="ignore", invalid="ignore"):  # numpy-only: errstate
+            keys = xp.log(rng.standard_exponential(p.shape))  # numpy-only: Generator draw
+            keys -= xp.log(p.astype(np.float64, copy=False))
         if n < k:  # a top-n selection, linear in k
-            idx = np.argpartition(keys, n - 1, axis=-1)[:, :n]
-            keys = np.take_along_axis(keys, idx, -1)
+            idx = xp.argpartition(keys, n - 1, axis=-1)[:, :n]
+            keys = xp.take_along_axis(keys, idx, -1)
         else:
-            idx = np.broadcast_to(np.arange(k), keys.shape)
-        idx = np.take_along_axis(idx, np.argsort(keys, axis=-1, kind="stable"), -1)
+            idx = xp.broadcast_to(xp.arange(k), keys.shape)
+        idx = xp.take_along_axis(idx, xp.argsort(keys, axis=-1, kind="stable"), -1)
     return idx.reshape(out_shape).astype(np.int64, copy=False)
 
 
@@ -454,18 +456,19 @@ def poisson(xp, input: "Tensor", generator=None):
     if dt.kind != "f":
         raise _not_implemented("poisson_cpu", dt)
     lam = input.astype(np.float64)
-    if not np.all(lam >= 0):
+    if not xp.all(lam >= 0):
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
     rng = numpy_generator(generator, "poisson")
     big = lam > _POISSON_NORMAL_RATE
     if not big.any():
-        return np.asarray(rng.poisson(lam)).astype(dt.np)
-    counts = np.empty(lam.shape)
-    counts[~big] = rng.poisson(lam[~big])
+        return xp.asarray(rng.poisson(lam)).astype(dt.np)  # numpy-only: Generator draw
+    counts = xp.empty(lam.shape)
+    counts[~big] = rng.poisson(lam[~big])  # numpy-only: Generator draw
     lb = lam[big]
-    with np.errstate(invalid="ignore"):
-        approx = np.rint(lb + np.sqrt(lb) * rng.standard_normal(lb.shape))
-    counts[big] = np.where(np.isinf(lb), lb, approx)
+    with np.errstate(invalid="ignore"):  # numpy-only: errstate
+        # numpy-only: Generator draw
+        approx = xp.rint(lb + xp.sqrt(lb) * rng.standard_normal(lb.shape))
+    counts[big] = xp.where(xp.isinf(lb), lb, approx)
     return counts.astype(dt.np)
 
 
@@ -559,7 +562,7 @@ def uniform(xp, input: "Tensor", from_=0.0, to=1.0, *, generator=None):
         raise RuntimeError(f"uniform_ expects to-from <= the largest {D.TYPE_NAME[real]}, but "
                            f"found to={_num(to)} and from={_num(from_)}")
     rng = numpy_generator(generator, "uniform_")
-    return _sample(input.shape, dt, lambda r, s: _uniform01(rng, r, s) * width + lo)
+    return _sample(xp, input.shape, dt, lambda r, s: _uniform01(xp, rng, r, s) * width + lo)
 
 
 @_fill_op("normal_functional", "NormalBackward0", inplace=False)  # bound below as normal_
@@ -568,10 +571,10 @@ def normal_functional(xp, input: "Tensor", mean=0.0, std=1.0, *, generator=None)
     dt = _dt(input)
     if dt.kind not in "fc":
         raise _not_implemented("normal_kernel_cpu", dt)
-    _check_std(std)
+    _check_std(xp, std)
     scale = std * math.sqrt(0.5) if dt.is_complex else std
     rng = numpy_generator(generator, "normal_")
-    return _sample(input.shape, dt, lambda r, s: _std_normal(rng, r, s) * scale + mean)
+    return _sample(xp, input.shape, dt, lambda r, s: _std_normal(rng, r, s) * scale + mean)
 
 
 @tensor_method("normal_")
@@ -628,7 +631,8 @@ def exponential(xp, input: "Tensor", lambd=1.0, *, generator=None):
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={_num(lambd)}")
     rng = numpy_generator(generator, "exponential_")
-    return _sample(input.shape, dt,
+    return _sample(xp, input.shape, dt,
+                   # numpy-only: Generator draw
                    lambda r, s: rng.standard_exponential(s, dtype=_compute(r)) / lambd)
 
 
@@ -642,7 +646,7 @@ def geometric(xp, input: "Tensor", p, *, generator=None):
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={_num(p)}")
     rng = numpy_generator(generator, "geometric_")
-    return rng.geometric(p, input.shape).astype(dt.np)
+    return rng.geometric(p, input.shape).astype(dt.np)  # numpy-only: Generator draw
 
 
 @_fill_op("log_normal", "LogNormalBackward0")
@@ -653,7 +657,7 @@ def log_normal(xp, input: "Tensor", mean=1.0, std=2.0, *, generator=None):
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={_num(std)}")
     rng = numpy_generator(generator, "log_normal_")
-    return _sample(input.shape, dt, lambda r, s: np.exp(_std_normal(rng, r, s) * std + mean))
+    return _sample(xp, input.shape, dt, lambda r, s: xp.exp(_std_normal(rng, r, s) * std + mean))
 
 
 @_fill_op("cauchy", "CauchyBackward0")
@@ -664,7 +668,8 @@ def cauchy(xp, input: "Tensor", median=0.0, sigma=1.0, *, generator=None):
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={_num(sigma)}")
     rng = numpy_generator(generator, "cauchy_")
-    return _sample(input.shape, dt, lambda r, s: rng.standard_cauchy(s) * sigma + median)
+    # numpy-only: Generator draw
+    return _sample(xp, input.shape, dt, lambda r, s: rng.standard_cauchy(s) * sigma + median)
 
 
 @_fill_op("bernoulli_functional", "BernoulliBackward1", inplace=False)  # -> bernoulli_
@@ -678,12 +683,12 @@ def bernoulli_functional(xp, input: "Tensor", p: "Scalar|Tensor" = 0.5, *, gener
         if p.dtype.kind != "f":
             raise _not_implemented("bernoulli_tensor_cpu_p_", _dt(p))
         try:
-            p = np.broadcast_to(p, input.shape)
+            p = xp.broadcast_to(p, input.shape)
         except ValueError:
             raise RuntimeError(f"bernoulli_(): the probability tensor of shape {list(p.shape)} "
                                f"cannot be expanded to the tensor's shape "
                                f"{list(input.shape)}") from None
-    return _bernoulli(numpy_generator(generator, "bernoulli_"), p, input.shape, input.dtype,
+    return _bernoulli(xp, numpy_generator(generator, "bernoulli_"), p, input.shape, input.dtype,
                       "bernoulli_")
 
 

@@ -38,11 +38,13 @@ def _strided_view(a: np.ndarray, shape, strides, offset: int | None = None) -> n
     if buf is None:
         if offset is not None:
             raise RuntimeError("as_strided: the input's storage is not one dense block")
+        # numpy-only: as_strided with writeable= (CuPy's has no writeable flag)
         return np.lib.stride_tricks.as_strided(a, shape, [s * isz for s in strides],
                                                writeable=a.flags.writeable)
     start = (_storage_offset(a) if offset is None else offset) * isz
     if any(n == 0 for n in shape):
         start = min(start, buf.size)
+    # numpy-only: an ndarray over a byte buffer of the storage
     v = np.ndarray(tuple(shape), a.dtype, buffer=buf, offset=start,
                    strides=tuple(s * isz for s in strides))
     # like expand: a read-only input, or a view repeating one element along a dimension,
@@ -107,7 +109,8 @@ def diagonal(xp, input: "Tensor", offset=0, dim1=0, dim2=1):
     if a == b:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     d = xp.diagonal(input, offset, a, b)
-    if input.flags.writeable:  # numpy hands out read-only diagonals; PyTorch's are writable
+    # numpy-only: flags.writeable (numpy hands out read-only diagonals; PyTorch's are writable)
+    if input.flags.writeable:
         d.flags.writeable = True
     return d
 
@@ -207,37 +210,38 @@ def _(ctx, g):
 _DISJOINT = frozenset({"narrow", "select", "diagonal"})
 
 
-def _storage_index(shape, stride, offset) -> np.ndarray:
-    pos = np.full(tuple(shape), offset, np.int64)
+def _storage_index(xp, shape, stride, offset) -> np.ndarray:
+    pos = xp.full(tuple(shape), offset, np.int64)
     for k, (n, s) in enumerate(zip(shape, stride)):
-        pos += (np.arange(n, dtype=np.int64) * s).reshape((-1,) + (1,) * (len(shape) - k - 1))
+        pos += (xp.arange(n, dtype=np.int64) * s).reshape((-1,) + (1,) * (len(shape) - k - 1))
     return pos
 
 
-def _positions(base_shape, view_name: str, args: tuple) -> np.ndarray:
+def _positions(xp, base_shape, view_name: str, args: tuple) -> np.ndarray:
     """For each element of the view, the flat index of the input element it reads (-1: an
     ``as_strided`` element outside the input's own elements)."""
     n = int(np.prod(base_shape))
     if view_name == "as_strided":
         size, stride, offset, in_stride, in_offset = args
-        in_pos = _storage_index(base_shape, in_stride, in_offset).ravel()
-        out_pos = _storage_index(size, stride, offset)
+        in_pos = _storage_index(xp, base_shape, in_stride, in_offset).ravel()
+        out_pos = _storage_index(xp, size, stride, offset)
+        # numpy-only: max(initial=) (CuPy's max has no initial)
         span = max(int(in_pos.max(initial=-1)), int(out_pos.max(initial=-1))) + 1
-        owner = np.full(span, -1, np.int64)
-        owner[in_pos] = np.arange(n, dtype=np.int64)
+        owner = xp.full(span, -1, np.int64)
+        owner[in_pos] = xp.arange(n, dtype=np.int64)
         return owner[out_pos]
-    idx = np.arange(n, dtype=np.int64).reshape(base_shape)
-    return np.array(OPS[view_name].impl(np, idx, *args))
+    idx = xp.arange(n, dtype=np.int64).reshape(base_shape)
+    return xp.array(OPS[view_name].impl(xp, idx, *args))
 
 
-def _scatter_add(n: int, pos: np.ndarray, vals: np.ndarray) -> np.ndarray:
+def _scatter_add(xp, n: int, pos: np.ndarray, vals: np.ndarray) -> np.ndarray:
     pos, vals = pos.ravel(), vals.ravel()
     keep = pos >= 0
     if not keep.all():
         pos, vals = pos[keep], vals[keep]
     if vals.dtype.kind == "c":
-        return np.bincount(pos, vals.real, n) + 1j * np.bincount(pos, vals.imag, n)
-    return np.bincount(pos, vals.astype(np.float64, copy=False), n)
+        return xp.bincount(pos, vals.real, n) + 1j * xp.bincount(pos, vals.imag, n)
+    return xp.bincount(pos, vals.astype(np.float64, copy=False), n)
 
 
 @op(method=False, function=False, out=False)
@@ -251,7 +255,7 @@ def _view_grad(xp, grad: "Tensor", base_shape, view_name, args):
     if view_name == "unfold" and base_shape:
         return _unfold_grad(xp, grad, base_shape, *args)
     n = int(np.prod(base_shape))
-    r = _scatter_add(n, _positions(base_shape, view_name, args), grad)
+    r = _scatter_add(xp, n, _positions(xp, base_shape, view_name, args), grad)
     return r.astype(grad.dtype, copy=False).reshape(base_shape)
 
 
@@ -281,9 +285,9 @@ def _(ctx, g):
 @op(method=False, function=False, out=False)
 def _view_take(xp, input: "Tensor", base_shape, view_name, args):
     """What view ``view_name`` reads from ``input``, as a new array (0 where it reads none)."""
-    pos = _positions(tuple(base_shape), view_name, args)
+    pos = _positions(xp, tuple(base_shape), view_name, args)
     flat = input.reshape(-1)
-    out = flat[np.maximum(pos, 0)] if flat.size else np.zeros(pos.shape, input.dtype)
+    out = flat[xp.maximum(pos, 0)] if flat.size else xp.zeros(pos.shape, input.dtype)
     if (pos < 0).any():
         out[pos < 0] = 0
     return out
