@@ -9,6 +9,11 @@ lgamma, digamma and polygamma on the negative axis, where the reflection formula
 16384 elements: no Python loop runs over elements (the loops below run over blocks, series
 terms or a bounded number of recurrence steps).
 
+They run inside the op kernels, where numpy's floating-point errors are already ignored
+(backends/cpu.quiet_enter, for the caller's thread; ember's pool threads are quiet for good):
+the inf, NaN and overflow they compute on purpose raise no warning, and they set no error
+state of their own.
+
 Edge values follow PyTorch: lgamma = +inf at the poles and at -inf; digamma(+-0) = -+inf and
 NaN at negative integers and -inf; polygamma(n >= 1) = (-1)^(n+1) inf at the poles (and at
 -inf for n >= 2), NaN at -inf for n = 1, and at +inf 0 for n = 1, NaN for n >= 2 (PyTorch's
@@ -184,9 +189,8 @@ def _cotpi(x):
     argument is exact (cot(pi r) via tan near pi/2 would amplify the rounding of pi r)."""
     r = x - np.round(x)
     ar = np.abs(r)
-    with np.errstate(all="ignore"):
-        return np.where(ar > 0.25, np.copysign(np.tan(np.pi * (0.5 - ar)), r),
-                        1.0 / np.tan(np.pi * r))
+    return np.where(ar > 0.25, np.copysign(np.tan(np.pi * (0.5 - ar)), r),
+                    1.0 / np.tan(np.pi * r))
 
 
 def _sinpi_abs(x):
@@ -399,8 +403,7 @@ def erf32_serial(x: np.ndarray, out: np.ndarray) -> None:
 
 
 def _erf32_rows(x, out):
-    with np.errstate(all="ignore"):  # pool threads do not share the caller's numpy settings
-        erf32_serial(x.reshape(-1), out.reshape(-1))
+    erf32_serial(x.reshape(-1), out.reshape(-1))
 
 
 def erf32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -462,25 +465,24 @@ _GILES_T = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00
 def _erfinv(y, precise):
     """The inverse error function on [-1, 1] (NaN outside, +-inf at +-1)."""
     a = np.abs(y)
-    with np.errstate(all="ignore"):
-        one_minus = 1.0 - a  # exact where it matters (a >= 1/2)
-        w = -np.log(one_minus * (1.0 + a))
-        x = np.where(w < 5.0, _poly(_GILES_C, w - 2.5), _poly(_GILES_T, np.sqrt(w) - 3.0)) * a
-        far = w >= 16.0  # past Giles' single-precision range: erfc(x) = 1 - a asymptotically
-        if far.any():
-            lz = -np.log(one_minus[far])
-            t = np.sqrt(lz)
-            for _ in range(2):  # x^2 = -log(1 - a) - log(x sqrt(pi)) + log(1 - 1/(2x^2))
-                t = np.sqrt(lz - np.log(t * _SQRT_PI) + np.log1p(-0.5 / (t * t)))
-            x[far] = t
-        # The residual f(x) = erf(x) - a limits the accuracy: below a = 1/2 (x < 0.477) it is
-        # (x - a) + (erf(x) - x) with x - a exact; above, (1 - a) - erfc(x) with 1 - a exact.
-        small = a < 0.5
-        for _ in range(2):
-            # f' = 2/sqrt(pi) exp(-x^2), f'' = -2x f'
-            f = np.where(small, (x - a) + _erf_small_minus_x(x), one_minus - _erfc(x, True))
-            u = f / (2.0 / _SQRT_PI * np.exp(-x * x))
-            x = x - u / (1.0 + x * u)  # Halley's step: u / (1 - f f'' / (2 f'^2))
+    one_minus = 1.0 - a  # exact where it matters (a >= 1/2)
+    w = -np.log(one_minus * (1.0 + a))
+    x = np.where(w < 5.0, _poly(_GILES_C, w - 2.5), _poly(_GILES_T, np.sqrt(w) - 3.0)) * a
+    far = w >= 16.0  # past Giles' single-precision range: erfc(x) = 1 - a asymptotically
+    if far.any():
+        lz = -np.log(one_minus[far])
+        t = np.sqrt(lz)
+        for _ in range(2):  # x^2 = -log(1 - a) - log(x sqrt(pi)) + log(1 - 1/(2x^2))
+            t = np.sqrt(lz - np.log(t * _SQRT_PI) + np.log1p(-0.5 / (t * t)))
+        x[far] = t
+    # The residual f(x) = erf(x) - a limits the accuracy: below a = 1/2 (x < 0.477) it is
+    # (x - a) + (erf(x) - x) with x - a exact; above, (1 - a) - erfc(x) with 1 - a exact.
+    small = a < 0.5
+    for _ in range(2):
+        # f' = 2/sqrt(pi) exp(-x^2), f'' = -2x f'
+        f = np.where(small, (x - a) + _erf_small_minus_x(x), one_minus - _erfc(x, True))
+        u = f / (2.0 / _SQRT_PI * np.exp(-x * x))
+        x = x - u / (1.0 + x * u)  # Halley's step: u / (1 - f f'' / (2 f'^2))
     x[a == 1.0] = np.inf
     x[a > 1.0] = np.nan
     return np.copysign(x, y)
@@ -491,9 +493,8 @@ erfinv = _elementwise(_erfinv)
 
 # ---------------------------------------------------------------------- lgamma
 def _lgamma_stirling(x):
-    with np.errstate(all="ignore"):
-        t = 1.0 / x
-        r = (x - 0.5) * np.log(x) - x + _HALF_LOG_2PI + t * _poly(_STIRLING, t * t)
+    t = 1.0 / x
+    r = (x - 0.5) * np.log(x) - x + _HALF_LOG_2PI + t * _poly(_STIRLING, t * t)
     r[np.isposinf(x)] = np.inf
     return r
 
@@ -503,15 +504,14 @@ def _lgamma_mid(x):
     a = np.floor(x + 0.5)
     w = x - a
     s = _poly(_LG2, w)
-    with np.errstate(all="ignore"):
-        # a >= 3: lgamma(x) = lgamma(2 + w) + log((x - 1)(x - 2) ... (x - a + 2))
-        prod = np.ones_like(x)
-        for j in range(1, 9):
-            np.multiply(prod, x - j, out=prod, where=a >= j + 2)
-        low = a <= 1
-        # a = 1: lgamma(1 + w) = lgamma(2 + w) - log1p(w); a = 0 also divides by |x|
-        corr = np.where(low, -np.log1p(w), np.log(prod))
-        corr -= np.where(a == 0, np.log(np.abs(x)), 0.0)
+    # a >= 3: lgamma(x) = lgamma(2 + w) + log((x - 1)(x - 2) ... (x - a + 2))
+    prod = np.ones_like(x)
+    for j in range(1, 9):
+        np.multiply(prod, x - j, out=prod, where=a >= j + 2)
+    low = a <= 1
+    # a = 1: lgamma(1 + w) = lgamma(2 + w) - log1p(w); a = 0 also divides by |x|
+    corr = np.where(low, -np.log1p(w), np.log(prod))
+    corr -= np.where(a == 0, np.log(np.abs(x)), 0.0)
     s += corr
     # around the minimum the shifted series cancels (lgamma(2 + w) against log1p(w))
     h = (x - _X0_HI) - _X0_LO
@@ -528,8 +528,7 @@ def _lgamma_pos(x):
 
 def _lgamma_reflect(x):
     # log|Gamma(x)| = log(pi / |sin(pi x)|) - lgamma(1 - x); poles (and -inf) are +inf
-    with np.errstate(all="ignore"):
-        r = _LOG_PI - np.log(_sinpi_abs(x)) - _lgamma_pos(1.0 - x)
+    r = _LOG_PI - np.log(_sinpi_abs(x)) - _lgamma_pos(1.0 - x)
     r[x == np.floor(x)] = np.inf
     return r
 
@@ -548,10 +547,9 @@ lgamma = _elementwise(_lgamma)
 
 # ---------------------------------------------------------------------- digamma
 def _digamma_asym(x):
-    with np.errstate(all="ignore"):
-        t = 1.0 / x
-        t2 = t * t
-        return np.log(x) - 0.5 * t - t2 * _poly(_PSI_ASYM, t2)
+    t = 1.0 / x
+    t2 = t * t
+    return np.log(x) - 0.5 * t - t2 * _poly(_PSI_ASYM, t2)
 
 
 def _digamma_mid(x):
@@ -559,12 +557,11 @@ def _digamma_mid(x):
     a = np.floor(x + 0.5)
     w = x - a
     r = _poly(_PSI2, w)
-    with np.errstate(all="ignore"):
-        acc = np.zeros_like(x)
-        for j in range(1, 9):  # a >= 3: + sum_{j=1}^{a-2} 1 / (x - j), smallest first
-            np.add(acc, 1.0 / (x - j), out=acc, where=a >= j + 2)
-        acc -= np.where(a <= 1, 1.0 / x, 0.0)
-        acc -= np.where(a == 0, 1.0 / (x + 1.0), 0.0)
+    acc = np.zeros_like(x)
+    for j in range(1, 9):  # a >= 3: + sum_{j=1}^{a-2} 1 / (x - j), smallest first
+        np.add(acc, 1.0 / (x - j), out=acc, where=a >= j + 2)
+    acc -= np.where(a <= 1, 1.0 / x, 0.0)
+    acc -= np.where(a == 0, 1.0 / (x + 1.0), 0.0)
     r += acc
     # near the positive zero the recurrence cancels: use the series centred on it instead
     h = (x - _X0_HI) - _X0_LO
@@ -581,8 +578,7 @@ def _digamma_pos(x):
 
 def _digamma_reflect(x):
     # psi(x) = psi(1 - x) - pi cot(pi x); NaN at the poles and at -inf
-    with np.errstate(all="ignore"):
-        res = _digamma_pos(1.0 - x) - np.pi * _cotpi(x)
+    res = _digamma_pos(1.0 - x) - np.pi * _cotpi(x)
     res[x == np.floor(x)] = np.nan
     return res
 
@@ -618,8 +614,7 @@ def _cot_derivative(n: int) -> tuple:
 
 
 def _polygamma_pos(n, x):
-    with np.errstate(all="ignore"):
-        r = (-1) ** (n + 1) * math.factorial(n) * _hurwitz(n + 1, x)
+    r = (-1) ** (n + 1) * math.factorial(n) * _hurwitz(n + 1, x)
     return r
 
 
@@ -631,10 +626,9 @@ def _polygamma(x, precise, n):
     neg = (x < 0) & (x > -np.inf) & (x != np.floor(x))
     if neg.any():
         v = x[neg]
-        with np.errstate(all="ignore"):
-            # psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi^(n+1) Q_n(cot(pi x))
-            out[neg] = (-1.0) ** n * _polygamma_pos(n, 1.0 - v) - math.pi ** (n + 1) * _poly(
-                _cot_derivative(n), _cotpi(v))
+        # psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi^(n+1) Q_n(cot(pi x))
+        out[neg] = (-1.0) ** n * _polygamma_pos(n, 1.0 - v) - math.pi ** (n + 1) * _poly(
+            _cot_derivative(n), _cotpi(v))
     out[(x <= 0) & (x == np.floor(x))] = sign * np.inf  # 0, negative integers (and -inf)
     if n == 1:
         out[np.isneginf(x)] = np.nan

@@ -247,11 +247,9 @@ def _flat_kernel(xp, kernel, approximate, *arrays):
         o = o.reshape(-1)
         a = [v.reshape(-1) for v in a]
         tmp = _scratch(xp, min(o.size, _BLOCK), o.dtype, 2)
-        # numpy-only: errstate (pool threads do not share ember's numpy settings)
-        with np.errstate(all="ignore"):
-            for i in range(0, o.size, _BLOCK):
-                j = min(i + _BLOCK, o.size)
-                kernel(xp, approximate, o[i:j], *(v[i:j] for v in a), [b[:j - i] for b in tmp])
+        for i in range(0, o.size, _BLOCK):
+            j = min(i + _BLOCK, o.size)
+            kernel(xp, approximate, o[i:j], *(v[i:j] for v in a), [b[:j - i] for b in tmp])
     parallel_rows(rows, out, *flat)
     return out.reshape(arrays[0].shape)
 

@@ -359,15 +359,13 @@ def native_batch_norm(xp, input: "Tensor", weight: "Tensor?", bias: "Tensor?",
         else:
             mean = x.mean(axis=axes)
             var = xp.square(x - mean.reshape(_chan_shape(c, x.ndim))).mean(axis=axes)
-        # numpy-only: errstate (an empty batch leaves the running statistics alone)
-        with np.errstate(all="ignore"):
-            if running_mean is not None and count:
-                running_mean *= 1 - momentum
-                running_mean += (momentum * mean).astype(running_mean.dtype)
-            if running_var is not None and count:
-                unbiased = var * (count / (count - 1)) if count > 1 else var * np.inf
-                running_var *= 1 - momentum
-                running_var += (momentum * unbiased).astype(running_var.dtype)
+        if running_mean is not None and count:
+            running_mean *= 1 - momentum
+            running_mean += (momentum * mean).astype(running_mean.dtype)
+        if running_var is not None and count:
+            unbiased = var * (count / (count - 1)) if count > 1 else var * np.inf
+            running_var *= 1 - momentum
+            running_var += (momentum * unbiased).astype(running_var.dtype)
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError(f"running_{'mean' if running_mean is None else 'var'} must be "

@@ -433,9 +433,8 @@ def multinomial(xp, input: "Tensor", num_samples, replacement=False, *, generato
         # sequential weighted draws without replacement == the n smallest E_i / p_i with
         # E_i ~ Exp(1) (exponential races), in increasing order; log keys keep tiny weights
         # finite, and zero weights become +inf, so they come last (as in PyTorch)
-        with np.errstate(divide="ignore", invalid="ignore"):  # numpy-only: errstate
-            keys = xp.log(rng.standard_exponential(p.shape))  # numpy-only: Generator draw
-            keys -= xp.log(p.astype(np.float64, copy=False))
+        keys = xp.log(rng.standard_exponential(p.shape))  # numpy-only: Generator draw
+        keys -= xp.log(p.astype(np.float64, copy=False))
         if n < k:  # a top-n selection, linear in k
             idx = xp.argpartition(keys, n - 1, axis=-1)[:, :n]
             keys = xp.take_along_axis(keys, idx, -1)
@@ -465,9 +464,8 @@ def poisson(xp, input: "Tensor", generator=None):
     counts = xp.empty(lam.shape)
     counts[~big] = rng.poisson(lam[~big])  # numpy-only: Generator draw
     lb = lam[big]
-    with np.errstate(invalid="ignore"):  # numpy-only: errstate
-        # numpy-only: Generator draw
-        approx = xp.rint(lb + xp.sqrt(lb) * rng.standard_normal(lb.shape))
+    # numpy-only: Generator draw
+    approx = xp.rint(lb + xp.sqrt(lb) * rng.standard_normal(lb.shape))
     counts[big] = xp.where(xp.isinf(lb), lb, approx)
     return counts.astype(dt.np)
 

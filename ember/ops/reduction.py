@@ -577,8 +577,7 @@ def _moments(xp, a, name, dim, unbiased, keepdim, correction):
         xp.full(xp.sum(a, axis=axes, keepdims=True).shape, np.nan, a.dtype)
     d = a - m
     ssq = (d.real * d.real + d.imag * d.imag) if a.dtype.kind == "c" else d * d
-    with np.errstate(all="ignore"):  # numpy-only: errstate
-        v = ssq.sum(axis=axes, keepdims=keepdim) / ssq.dtype.type(dof)
+    v = ssq.sum(axis=axes, keepdims=keepdim) / ssq.dtype.type(dof)
     if not keepdim:
         m = m.reshape(v.shape)
     return xp.asarray(v), xp.asarray(m.astype(a.dtype, copy=False))
