@@ -23,9 +23,6 @@ from __future__ import annotations
 import itertools
 from typing import NamedTuple
 
-import numpy as np
-from numpy.lib.stride_tricks import as_strided
-
 from .._tensor import Tensor, _wrap_dim
 from .arguments import takes_tensors
 from .registry import op
@@ -39,8 +36,8 @@ _LOWER = {"Float": "float", "Double": "double", "Half": "c10::Half", "BFloat16":
           "ComplexDouble": "c10::complex<double>"}
 
 
-# ---------------------------------------------------------------------- numpy kernels
-def _conv_kernel(x, w, b, stride, lo, dilation, groups, out):
+# ---------------------------------------------------------------------- array kernels
+def _conv_kernel(xp, x, w, b, stride, lo, dilation, groups, out):
     """``(N, C, *S) (*) (O, C/groups, *K) -> (N, O, *out)`` with front padding ``lo``."""
     nd = len(out)
     dt = x.dtype
@@ -51,21 +48,21 @@ def _conv_kernel(x, w, b, stride, lo, dilation, groups, out):
     og = o // groups
     yt, kt = prod(out), prod(k)
     if n * o * yt == 0:
-        y = np.zeros((n, o) + tuple(out), x.dtype)
+        y = xp.zeros((n, o) + tuple(out), x.dtype)
     elif cg == 1 and og == 1 and all(s == 1 for s in stride):
-        y = _depthwise_kernel(x, w, lo, dilation, groups, out)
+        y = _depthwise_kernel(xp, x, w, lo, dilation, groups, out)
     else:
-        win = padded_windows(x, nd, k, stride, dilation, lo, out)  # (N, C, *out, *K)
+        win = padded_windows(xp, x, nd, k, stride, dilation, lo, out)  # (N, C, *out, *K)
         # im2col: (N, groups, C/groups * K, out) so that one batched matmul hits BLAS
         perm = (0, 1) + tuple(range(2 + nd, 2 + 2 * nd)) + tuple(range(2, 2 + nd))
         cols = win.transpose(perm).reshape(n, groups, cg * kt, yt)
-        y = np.matmul(w.reshape(groups, og, cg * kt), cols).reshape((n, o) + tuple(out))
+        y = xp.matmul(w.reshape(groups, og, cg * kt), cols).reshape((n, o) + tuple(out))
     if b is not None:
         y += upcast(b).reshape((1, o) + (1,) * nd)
     return y.astype(dt, copy=False)
 
 
-def _depthwise_kernel(x, w, lo, dilation, groups, out):
+def _depthwise_kernel(xp, x, w, lo, dilation, groups, out):
     """Stride-1 depthwise convolution (one input and one output channel per group), as
     shifted multiply-adds.
 
@@ -79,39 +76,39 @@ def _depthwise_kernel(x, w, lo, dilation, groups, out):
     og = o // groups
     k = w.shape[2:]
     ext = tuple((oo - 1) + d * (kk - 1) + 1 for oo, kk, d in zip(out, k, dilation))
-    flat = np.ascontiguousarray(pad_to(x, nd, lo, ext)).reshape(n, groups, 1, -1)
+    flat = xp.ascontiguousarray(pad_to(xp, x, nd, lo, ext)).reshape(n, groups, 1, -1)
     pitch = [prod(ext[j + 1:]) for j in range(nd)]
     length = sum((oo - 1) * p for oo, p in zip(out, pitch)) + 1
     wk = w.reshape(groups, og, -1)
     shifts = [sum(kd * d * p for kd, d, p in zip(off, dilation, pitch))
               for off in itertools.product(*(range(kk) for kk in k))]
-    acc = np.empty((n, groups, og, length), x.dtype)
+    acc = xp.empty((n, groups, og, length), x.dtype)
     # a few samples at a time so the accumulator stays in cache across the kernel offsets
     step = max(1, (1 << 16) // max(1, groups * og * length))
     for n0 in range(0, n, step):
         src, dst = flat[n0:n0 + step], acc[n0:n0 + step]
-        tmp = np.empty_like(dst)
+        tmp = xp.empty_like(dst)
         for i, shift in enumerate(shifts):
-            np.multiply(src[..., shift:shift + length], wk[:, :, i, None], out=tmp if i else dst)
+            xp.multiply(src[..., shift:shift + length], wk[:, :, i, None], out=tmp if i else dst)
             if i:
                 dst += tmp
     isz = acc.itemsize
-    grid = as_strided(acc, (n, groups, og) + tuple(out),
-                      acc.strides[:3] + tuple(p * isz for p in pitch))
-    return np.ascontiguousarray(grid).reshape((n, o) + tuple(out))
+    grid = xp.lib.stride_tricks.as_strided(acc, (n, groups, og) + tuple(out),
+                                           acc.strides[:3] + tuple(p * isz for p in pitch))
+    return xp.ascontiguousarray(grid).reshape((n, o) + tuple(out))
 
 
-def _flip_transpose(w, groups):
+def _flip_transpose(xp, w, groups):
     """Weights of the stride-1 transposed convolution as a plain one: (C, O/groups, *K)."""
     o, cg = w.shape[:2]
     k = w.shape[2:]
     nd = len(k)
     v = w.reshape((groups, o // groups, cg) + k).swapaxes(1, 2)
     v = v[(Ellipsis,) + (slice(None, None, -1),) * nd]
-    return np.ascontiguousarray(v).reshape((groups * cg, o // groups) + k)
+    return xp.ascontiguousarray(v).reshape((groups * cg, o // groups) + k)
 
 
-def _conv_transpose_kernel(y, w, b, stride, lo, dilation, groups, size):
+def _conv_transpose_kernel(xp, y, w, b, stride, lo, dilation, groups, size):
     """The adjoint of ``_conv_kernel`` in ``x``: ``(N, O, *Y) -> (N, C, *size)``."""
     nd = len(size)
     dt = y.dtype
@@ -125,16 +122,16 @@ def _conv_transpose_kernel(y, w, b, stride, lo, dilation, groups, size):
         # stride 1 and fewer input than output channels (or depthwise): a plain convolution
         # with flipped, transposed weights reads the smaller tensor's windows
         lo2 = tuple(d * (kk - 1) - p for d, kk, p in zip(dilation, k, lo))
-        x = _conv_kernel(y, _flip_transpose(w, groups), None, stride, lo2, dilation, groups,
-                         size)
+        x = _conv_kernel(xp, y, _flip_transpose(xp, w, groups), None, stride, lo2, dilation,
+                         groups, size)
     else:
-        x = _scatter_transpose(y, w, stride, lo, dilation, groups, size)
+        x = _scatter_transpose(xp, y, w, stride, lo, dilation, groups, size)
     if b is not None:
         x += upcast(b).reshape((1, c) + (1,) * nd)
     return x.astype(dt, copy=False)
 
 
-def _scatter_transpose(y, w, stride, lo, dilation, groups, size):
+def _scatter_transpose(xp, y, w, stride, lo, dilation, groups, size):
     """``w^T @ y`` with the batch innermost, then one scatter-add per kernel offset over long
     contiguous rows: the column layout is ``(groups, K, C/groups, *Y, N)``."""
     n, o = y.shape[:2]
@@ -145,15 +142,15 @@ def _scatter_transpose(y, w, stride, lo, dilation, groups, size):
     kt, yt = prod(k), prod(ys)
     ym = y.reshape(n, groups, og, yt).transpose(1, 2, 3, 0).reshape(groups, og, yt * n)
     wm = w.reshape(groups, og, cg, kt).transpose(0, 3, 2, 1).reshape(groups, kt * cg, og)
-    cols = np.matmul(wm, ym).reshape((groups, kt, cg) + ys + (n,))
+    cols = xp.matmul(wm, ym).reshape((groups, kt, cg) + ys + (n,))
     offsets = {off: i for i, off in enumerate(itertools.product(*(range(kk) for kk in k)))}
-    grid = scatter_windows(lambda off: cols[:, offsets[off]], (groups, cg), k, stride,
+    grid = scatter_windows(xp, lambda off: cols[:, offsets[off]], (groups, cg), k, stride,
                            dilation, ys, lo, size, cols.dtype, (n,))
-    return np.ascontiguousarray(np.moveaxis(grid.reshape((groups * cg,) + tuple(size) + (n,)),
+    return xp.ascontiguousarray(xp.moveaxis(grid.reshape((groups * cg,) + tuple(size) + (n,)),
                                             -1, 0))
 
 
-def _weight_grad_kernel(x, g, k, stride, lo, dilation, groups):
+def _weight_grad_kernel(xp, x, g, k, stride, lo, dilation, groups):
     """The adjoint of ``_conv_kernel`` in ``w``: the windows of ``x`` against ``g``."""
     nd = len(k)
     dt = x.dtype
@@ -163,11 +160,11 @@ def _weight_grad_kernel(x, g, k, stride, lo, dilation, groups):
     ys = g.shape[2:]
     cg, og = c // groups, o // groups
     kt, yt = prod(k), prod(ys)
-    win = padded_windows(x, nd, k, stride, dilation, lo, ys)  # (N, C, *Y, *K)
+    win = padded_windows(xp, x, nd, k, stride, dilation, lo, ys)  # (N, C, *Y, *K)
     perm = (1,) + tuple(range(2 + nd, 2 + 2 * nd)) + (0,) + tuple(range(2, 2 + nd))
     cols = win.transpose(perm).reshape(groups, cg * kt, n * yt)
     gm = g.reshape(n, groups, og, yt).transpose(1, 2, 0, 3).reshape(groups, og, n * yt)
-    gw = np.matmul(gm, cols.transpose(0, 2, 1))
+    gw = xp.matmul(gm, cols.transpose(0, 2, 1))
     return gw.reshape((o, cg) + tuple(k)).astype(dt, copy=False)
 
 
@@ -178,20 +175,20 @@ _INTERNAL = dict(method=False, function=False, out=False, grad_name="Convolution
 @op("_conv_nd", saves=("input", "weight"), **_INTERNAL)
 def _conv_nd(xp, input: "Tensor", weight: "Tensor", bias: "Tensor?", stride, padding, dilation,
              groups, out_size):
-    return _conv_kernel(input, weight, bias, stride, padding, dilation, groups, out_size)
+    return _conv_kernel(xp, input, weight, bias, stride, padding, dilation, groups, out_size)
 
 
 @op("_conv_transpose_nd", saves=("input", "weight"), **_INTERNAL)
 def _conv_transpose_nd(xp, input: "Tensor", weight: "Tensor", bias: "Tensor?", stride, padding,
                        dilation, groups, out_size):
-    return _conv_transpose_kernel(input, weight, bias, stride, padding, dilation, groups,
+    return _conv_transpose_kernel(xp, input, weight, bias, stride, padding, dilation, groups,
                                   out_size)
 
 
 @op("_conv_weight_grad", saves=("input", "grad_output"), **_INTERNAL)
 def _conv_weight_grad(xp, input: "Tensor", grad_output: "Tensor", kernel_size, stride, padding,
                       dilation, groups):
-    return _weight_grad_kernel(input, grad_output, kernel_size, stride, padding, dilation,
+    return _weight_grad_kernel(xp, input, grad_output, kernel_size, stride, padding, dilation,
                                groups)
 
 
@@ -409,7 +406,7 @@ def _register_conv(nd: int):
         s = conv_spec(name, nd, False, input, weight, bias, stride, padding, dilation, groups)
         _check_dtypes(name, nd, input, weight, bias)
         x = input if s.batched else input[None]
-        y = _conv_kernel(x, weight, bias, s.stride, s.lo, s.dilation, s.groups, s.out)
+        y = _conv_kernel(xp, x, weight, bias, s.stride, s.lo, s.dilation, s.groups, s.out)
         return y if s.batched else y[0]
 
     @conv.def_backward
@@ -445,7 +442,8 @@ def _register_conv_transpose(nd: int):
                       output_padding)
         _check_dtypes(name, nd, input, weight, bias)
         y = input if s.batched else input[None]
-        x = _conv_transpose_kernel(y, weight, bias, s.stride, s.lo, s.dilation, s.groups, s.out)
+        x = _conv_transpose_kernel(xp, y, weight, bias, s.stride, s.lo, s.dilation, s.groups,
+                                   s.out)
         return x if s.batched else x[0]
 
     @conv_t.def_backward
@@ -529,7 +527,7 @@ def im2col(xp, input: "Tensor", kernel_size, dilation=1, padding=0, stride=1):
                            f"dilation={d}, padding={p}, calculated shape of the array of sliding "
                            f"blocks as {out}, but its components must be at least one.")
     n, c = x.shape[:2]
-    win = padded_windows(x, 2, k, s, d, p, out)  # (N, C, oh, ow, kh, kw)
+    win = padded_windows(xp, x, 2, k, s, d, p, out)  # (N, C, oh, ow, kh, kw)
     cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * prod(k), prod(out))
     return cols if input.ndim == 4 else cols[0]
 
@@ -567,8 +565,8 @@ def col2im(xp, input: "Tensor", output_size, kernel_size, dilation=1, padding=0,
     c = ck // kt
     dt = cols.dtype
     full = upcast(cols).reshape((n, c) + k + out)
-    res = np.ascontiguousarray(scatter_windows(
-        lambda off: full[(slice(None), slice(None)) + off], (n, c), k, s, d, out, p, size,
+    res = xp.ascontiguousarray(scatter_windows(
+        xp, lambda off: full[(slice(None), slice(None)) + off], (n, c), k, s, d, out, p, size,
         full.dtype)).astype(dt, copy=False)
     return res if input.ndim == 3 else res[0]
 

@@ -317,14 +317,14 @@ def _scalar_for(arr, value):
 def _combine(xp, input, prod, beta, alpha, out_shape):
     expand.impl(xp, input, out_shape)  # PyTorch's expand errors for a bad input shape
     if prod.dtype == np.bool_:
-        r = prod if alpha else np.zeros(out_shape, np.bool_)
-        return r | input if beta else np.array(np.broadcast_to(r, out_shape))
+        r = prod if alpha else xp.zeros(out_shape, np.bool_)
+        return r | input if beta else xp.array(xp.broadcast_to(r, out_shape))
     beta = _scalar_for(prod, beta)
     alpha = _scalar_for(prod, alpha)
     r = prod if alpha == 1 else prod * alpha
     if beta != 0:  # beta == 0 ignores input entirely (NaN in it is not propagated)
         r = r + (input if beta == 1 else input * beta)
-    return np.array(np.broadcast_to(r, out_shape), dtype=prod.dtype)
+    return xp.array(xp.broadcast_to(r, out_shape), dtype=prod.dtype)
 
 
 def _check_addmm(input, a, b, beta, alpha):
@@ -356,7 +356,7 @@ def _addbmm_product(xp, a, b):
     if a.dtype != b.dtype:
         raise RuntimeError(f"expected scalar type {tname(a)} but found {tname(b)}")
     nb, n, k = a.shape  # sum_b a[b] @ b[b] as one product
-    a2 = np.moveaxis(a, 0, 1).reshape(n, nb * k)
+    a2 = xp.moveaxis(a, 0, 1).reshape(n, nb * k)
     return _gemm(xp.matmul, "addbmm", a2, b.reshape(nb * k, b.shape[2]))
 
 
@@ -396,8 +396,8 @@ def _outer_array(a, b):
         if v.ndim != 1:
             raise RuntimeError(f"addr: Expected 1-D argument {name}, but got {v.ndim}-D")
     if a.dtype == np.bool_:
-        return np.logical_and.outer(a, b)
-    return np.multiply.outer(a, b)
+        return np.logical_and.outer(a, b)  # numpy-only: ufunc .outer
+    return np.multiply.outer(a, b)  # numpy-only: ufunc .outer
 
 
 def _conj_scalar(v):

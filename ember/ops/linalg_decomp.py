@@ -68,24 +68,24 @@ def _batch_prefix(A, b: int) -> str:
     return f"(Batch element {b}): " if A.ndim > 2 else ""
 
 
-def _zero_pivot(m: np.ndarray) -> int:
+def _zero_pivot(xp, m: np.ndarray) -> int:
     """1-based index of the first zero pivot of LU with partial pivoting (as LAPACK's getrf
     reports it); 0 when there is none. Only run on matrices LAPACK already found singular."""
     m = m.astype(np.complex128 if m.dtype.kind == "c" else np.float64)
     n = m.shape[0]
     for j in range(n):
-        p = j + int(np.argmax(np.abs(m[j:, j])))
+        p = j + int(xp.argmax(xp.abs(m[j:, j])))
         if m[p, j] == 0:
             return j + 1
         m[[j, p]] = m[[p, j]]
-        m[j + 1:, j:] -= np.outer(m[j + 1:, j] / m[j, j], m[j, j:])
+        m[j + 1:, j:] -= xp.outer(m[j + 1:, j] / m[j, j], m[j, j:])
     return 0
 
 
-def _raise_singular(name: str, A: np.ndarray, tail: str) -> None:
+def _raise_singular(xp, name: str, A: np.ndarray, tail: str) -> None:
     flat = A.reshape((-1,) + A.shape[-2:])
     for b in range(flat.shape[0]):
-        pivot = _zero_pivot(flat[b])
+        pivot = _zero_pivot(xp, flat[b])
         if pivot:
             raise LinAlgError(f"{name}: {_batch_prefix(A, b)}The diagonal element {pivot} is "
                               f"zero, {tail}")
@@ -107,7 +107,7 @@ def _mat(v):
 def det(xp, A: "Tensor"):
     """det(A) -> Tensor: the determinant of each square matrix (also ``linalg.det``)."""
     check_matrix("linalg.det", A, low="lu_cpu")
-    return np.asarray(np.linalg.det(A))
+    return xp.asarray(xp.linalg.det(A))
 
 
 def _adjugate_h(a: np.ndarray) -> np.ndarray:
@@ -144,8 +144,8 @@ def slogdet(xp, A: "Tensor"):
     """slogdet(A) -> (sign, logabsdet): the sign (a unit complex number for complex input) and
     the log of the absolute value of the determinant."""
     check_matrix("linalg.slogdet", A)
-    sign, logabs = np.linalg.slogdet(A)
-    return np.asarray(sign), np.asarray(logabs)
+    sign, logabs = np.linalg.slogdet(A)  # numpy-only: slogdet (CuPy's corner cases differ)
+    return xp.asarray(sign), xp.asarray(logabs)
 
 
 @slogdet.def_backward
@@ -173,10 +173,10 @@ def inverse(xp, A: "Tensor"):
     """inverse(A) -> Tensor: the inverse of each square matrix (also ``linalg.inv``)."""
     check_matrix("linalg.inv", A)
     try:
-        return np.linalg.inv(A)
+        return xp.linalg.inv(A)
     except np.linalg.LinAlgError:
-        _raise_singular("linalg.inv", A, "the inversion could not be completed because the input "
-                        "matrix is singular.")
+        _raise_singular(xp, "linalg.inv", A, "the inversion could not be completed because the "
+                        "input matrix is singular.")
 
 
 @inverse.def_backward
@@ -219,15 +219,15 @@ def linalg_solve(xp, A: "Tensor", B: "Tensor", *, left=True):
     broadcasting batch dimensions."""
     vec, _ = _solve_shapes(A, B, left)
     Bm = B[..., :, None] if vec else B  # a vector is a column (XA = B then fails in the check)
-    a = A if left else np.swapaxes(A, -1, -2)
-    b = Bm if left else np.swapaxes(Bm, -1, -2)
+    a = A if left else xp.swapaxes(A, -1, -2)
+    b = Bm if left else xp.swapaxes(Bm, -1, -2)
     try:
-        x = np.linalg.solve(a, b)
+        x = np.linalg.solve(a, b)  # numpy-only: solve broadcasting batch dims (CuPy's doesn't)
     except np.linalg.LinAlgError:
         raise LinAlgError("torch.linalg.solve: The solver failed because the input matrix is "
                           "singular.") from None
     if not left:
-        x = np.swapaxes(x, -1, -2)
+        x = xp.swapaxes(x, -1, -2)
     return x[..., 0] if vec else x
 
 
@@ -252,23 +252,23 @@ def linalg_cholesky(xp, A: "Tensor", *, upper=False):
     """linalg.cholesky(A, *, upper=False) -> Tensor: L with A = L L^H (U = L^H if upper), read
     from the lower triangle of A."""
     check_matrix("linalg.cholesky", A, low="cholesky_cpu")
-    return _cholesky_kernel("linalg.cholesky", A, upper)
+    return _cholesky_kernel(xp, "linalg.cholesky", A, upper)
 
 
-def _cholesky_kernel(name, A, upper):
+def _cholesky_kernel(xp, name, A, upper):
     try:
-        L = np.linalg.cholesky(A)
+        L = xp.linalg.cholesky(A)
     except np.linalg.LinAlgError:
-        _raise_not_pd(name, A)
-    return np.conj(np.swapaxes(L, -1, -2)).copy() if upper else L
+        _raise_not_pd(xp, name, A)
+    return xp.conj(xp.swapaxes(L, -1, -2)).copy() if upper else L
 
 
-def _raise_not_pd(name: str, A: np.ndarray) -> None:
+def _raise_not_pd(xp, name: str, A: np.ndarray) -> None:
     flat = A.reshape((-1,) + A.shape[-2:])
     for b in range(flat.shape[0]):
         m = flat[b]
         try:
-            np.linalg.cholesky(m)
+            xp.linalg.cholesky(m)
             continue
         except np.linalg.LinAlgError:
             pass
@@ -276,7 +276,7 @@ def _raise_not_pd(name: str, A: np.ndarray) -> None:
         while lo < hi:
             mid = (lo + hi) // 2
             try:
-                np.linalg.cholesky(m[:mid, :mid])
+                xp.linalg.cholesky(m[:mid, :mid])
                 lo = mid + 1
             except np.linalg.LinAlgError:
                 hi = mid
@@ -319,8 +319,8 @@ def linalg_qr(xp, A: "Tensor", mode="reduced"):
     (mode 'complete': square Q; 'r': R only, Q empty)."""
     _check_qr(A, mode)
     if mode == "r":
-        return np.zeros(0, A.dtype), np.linalg.qr(A, mode="r")
-    Q, R = np.linalg.qr(A, mode=mode)
+        return xp.zeros(0, A.dtype), xp.linalg.qr(A, mode="r")
+    Q, R = xp.linalg.qr(A, mode=mode)
     return Q, R
 
 
@@ -399,7 +399,7 @@ def _check_phase(im_diag, scale, msg: str) -> None:
 def linalg_svd(xp, A: "Tensor", full_matrices=True, *, driver=None):
     """linalg.svd(A, full_matrices=True) -> (U, S, Vh): A = U diag(S) Vh, S descending."""
     check_matrix("linalg.svd", A, square=False, low="linalg_svd_cpu")
-    U, S, Vh = np.linalg.svd(A, full_matrices=full_matrices)
+    U, S, Vh = xp.linalg.svd(A, full_matrices=full_matrices)
     return U, S, Vh
 
 
@@ -450,7 +450,7 @@ def _(ctx, gU, gS, gVh):
 def linalg_svdvals(xp, A: "Tensor", *, driver=None):
     """linalg.svdvals(A) -> Tensor: the singular values, in descending order."""
     check_matrix("linalg.svd", A, square=False, low="linalg_svd_cpu")
-    return np.linalg.svd(A, compute_uv=False)
+    return xp.linalg.svd(A, compute_uv=False)
 
 
 @linalg_svdvals.def_backward
@@ -490,7 +490,7 @@ def linalg_eigh(xp, A: "Tensor", UPLO="L"):
     its lower (or upper) triangle; eigenvalues ascending."""
     check_matrix("linalg.eigh", A, ints="linalg_eigh_cpu", low="linalg_eigh_cpu")
     _check_uplo(UPLO)
-    w, V = np.linalg.eigh(A, UPLO=UPLO)
+    w, V = xp.linalg.eigh(A, UPLO=UPLO)
     return w, V
 
 
@@ -518,7 +518,7 @@ def linalg_eigvalsh(xp, A: "Tensor", UPLO="L"):
     """linalg.eigvalsh(A, UPLO='L') -> Tensor: the eigenvalues of a Hermitian matrix."""
     check_matrix("linalg.eigh", A, ints="linalg_eigh_cpu", low="linalg_eigh_cpu")
     _check_uplo(UPLO)
-    return np.linalg.eigvalsh(A, UPLO=UPLO)
+    return xp.linalg.eigvalsh(A, UPLO=UPLO)
 
 
 @linalg_eigvalsh.def_backward
@@ -528,8 +528,8 @@ def _(ctx, g):
 
 
 # ---------------------------------------------------------------------- pinv
-def _tol_value(t):
-    return None if t is None else (t._data if hasattr(t, "_data") else np.asarray(t))
+def _tol_value(xp, t):
+    return None if t is None else (t._data if hasattr(t, "_data") else xp.asarray(t))
 
 
 @op(saves=("A",), save_output=True, function=False, method=False,
@@ -542,28 +542,28 @@ def linalg_pinv(xp, A: "Tensor", rcond=None, hermitian=False, *, atol=None, rtol
                            "2 or more dimensions of float, double, cfloat or cdouble types")
     if rcond is not None:
         rtol = rcond
-    atol_v, rtol_v = _tol_value(atol), _tol_value(rtol)
+    atol_v, rtol_v = _tol_value(xp, atol), _tol_value(xp, rtol)
     if rtol_v is None:
-        rtol_v = 0.0 if atol_v is not None and np.any(atol_v > 0) else \
+        rtol_v = 0.0 if atol_v is not None and xp.any(atol_v > 0) else \
             np.finfo(A.dtype).eps * max(A.shape[-2:])
     atol_v = 0.0 if atol_v is None else atol_v
     m, n = A.shape[-2:]
     if hermitian:
         check_matrix("linalg.eigh", A)
-        w, V = np.linalg.eigh(A)
-        s = np.abs(w)
+        w, V = xp.linalg.eigh(A)
+        s = xp.abs(w)
     elif 0 in A.shape:
-        return np.zeros(A.shape[:-2] + (n, m), A.dtype)
+        return xp.zeros(A.shape[:-2] + (n, m), A.dtype)
     else:
-        U, s, Vh = np.linalg.svd(A, full_matrices=False)
+        U, s, Vh = xp.linalg.svd(A, full_matrices=False)
     s_max = s.max(-1, initial=0)[..., None]
-    cutoff = np.maximum(np.asarray(atol_v)[..., None], np.asarray(rtol_v)[..., None] * s_max)
+    cutoff = xp.maximum(xp.asarray(atol_v)[..., None], xp.asarray(rtol_v)[..., None] * s_max)
     keep = s > cutoff
     if hermitian:
-        w_inv = np.where(keep, 1 / np.where(keep, w, 1), 0)
-        return ((V * w_inv[..., None, :]) @ np.conj(np.swapaxes(V, -1, -2))).astype(A.dtype)
-    s_inv = np.where(keep, 1 / np.where(keep, s, 1), 0)
-    r = (np.conj(np.swapaxes(Vh, -1, -2)) * s_inv[..., None, :]) @ np.conj(np.swapaxes(U, -1,
+        w_inv = xp.where(keep, 1 / xp.where(keep, w, 1), 0)
+        return ((V * w_inv[..., None, :]) @ xp.conj(xp.swapaxes(V, -1, -2))).astype(A.dtype)
+    s_inv = xp.where(keep, 1 / xp.where(keep, s, 1), 0)
+    r = (xp.conj(xp.swapaxes(Vh, -1, -2)) * s_inv[..., None, :]) @ xp.conj(xp.swapaxes(U, -1,
                                                                                         -2))
     return r.astype(A.dtype)
 

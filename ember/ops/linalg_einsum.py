@@ -184,11 +184,11 @@ def _einsum(xp, equation, operands: "Tensor[]"):
     elif dt == np.bool_ and summed:
         raise NotImplementedError("\"bmm\" not implemented for 'Bool'")
     elif dt in _LOW:
-        r = np.einsum(equation, *[a.astype(np.float32) for a in operands],
+        r = xp.einsum(equation, *[a.astype(np.float32) for a in operands],
                       optimize=len(operands) > 1)
-        return np.asarray(r).astype(dt)
-    r = np.asarray(np.einsum(equation, *operands, optimize=len(operands) > 1))
-    if any(np.may_share_memory(r, a) for a in operands):
+        return xp.asarray(r).astype(dt)
+    r = xp.asarray(xp.einsum(equation, *operands, optimize=len(operands) > 1))
+    if any(xp.may_share_memory(r, a) for a in operands):
         r = r.copy()  # numpy returns views for pure relabelings ("ij->ji", "ii->i")
     return r
 

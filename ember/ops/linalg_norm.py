@@ -66,22 +66,22 @@ def linalg_vector_norm(xp, x: "Tensor", ord=2, dim=None, keepdim=False, *, dtype
     kw = dict(axis=axes, keepdims=keepdim)
     if ord == 2 and x.dtype.kind == "f":  # x * x is |x| * |x| exactly: no pass for abs
         a = x.astype(compute, copy=False)
-        r = np.sqrt(np.sum(a * a, **kw))
-        return np.asarray(r).astype(out)
-    a = np.abs(x).astype(compute, copy=False)
+        r = xp.sqrt(xp.sum(a * a, **kw))
+        return xp.asarray(r).astype(out)
+    a = xp.abs(x).astype(compute, copy=False)
     if ord == 2:
-        r = np.sqrt(np.sum(a * a, **kw))
+        r = xp.sqrt(xp.sum(a * a, **kw))
     elif ord == INF:
-        r = np.max(a, **kw)
+        r = xp.max(a, **kw)
     elif ord == -INF:
-        r = np.min(a, **kw)
+        r = xp.min(a, **kw)
     elif ord == 0:
-        r = np.sum(a != 0, **kw)
+        r = xp.sum(a != 0, **kw)
     elif ord == 1:
-        r = np.sum(a, **kw)
+        r = xp.sum(a, **kw)
     else:
-        r = np.sum(a ** ord, **kw) ** (1.0 / ord)
-    return np.asarray(r).astype(out)
+        r = xp.sum(a ** ord, **kw) ** (1.0 / ord)
+    return xp.asarray(r).astype(out)
 
 
 @linalg_vector_norm.def_backward

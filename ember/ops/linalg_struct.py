@@ -22,17 +22,17 @@ from .strided import diagonal
 PUBLIC = ["cross", "diagflat"]
 
 
-def diagonal_view(a: np.ndarray, offset: int, dim1: int, dim2: int) -> np.ndarray:
+def diagonal_view(xp, a: np.ndarray, offset: int, dim1: int, dim2: int) -> np.ndarray:
     """The ``offset`` diagonal of ``a`` over (dim1, dim2) as a writable view (ember.diagonal's
     kernel)."""
-    return diagonal.impl(np, a, offset, dim1, dim2)
+    return diagonal.impl(xp, a, offset, dim1, dim2)
 
 
 @op(out=False, function=False, method=False)
 def diagonal_backward(xp, grad_output: "Tensor", input_sizes, offset, dim1, dim2):
     """Zeros of ``input_sizes`` with ``grad_output`` on the given diagonal."""
-    out = np.zeros(input_sizes, grad_output.dtype)
-    diagonal_view(out, offset, dim1, dim2)[...] = grad_output
+    out = xp.zeros(input_sizes, grad_output.dtype)
+    diagonal_view(xp, out, offset, dim1, dim2)[...] = grad_output
     return out
 
 
@@ -52,8 +52,8 @@ def diag_embed(xp, input: "Tensor", offset=0, dim1=-2, dim2=-1):
     n = input.shape[-1] + abs(offset)
     batch = iter(input.shape[:-1])
     shape = [n if i in (d1, d2) else next(batch) for i in range(nd)]
-    out = np.zeros(shape, input.dtype)
-    diagonal_view(out, offset, d1, d2)[...] = input
+    out = xp.zeros(shape, input.dtype)
+    diagonal_view(xp, out, offset, d1, d2)[...] = input
     return out
 
 
@@ -69,7 +69,7 @@ def diag(xp, input: "Tensor", diagonal=0):
     if input.ndim == 1:
         return diag_embed.impl(xp, input, diagonal, 0, 1)
     if input.ndim == 2:
-        return diagonal_view(input, diagonal, 0, 1).copy()
+        return diagonal_view(xp, input, diagonal, 0, 1).copy()
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
 
 
@@ -98,12 +98,12 @@ def trace(xp, input: "Tensor"):
     dt = input.dtype
     if dt == np.bool_:
         raise NotImplementedError("\"trace\" not implemented for 'Bool'")
-    d = diagonal_view(input, 0, 0, 1)
+    d = diagonal_view(xp, input, 0, 0, 1)
     if dt.kind in "iu":
-        return np.asarray(d.sum(dtype=np.int64))
+        return xp.asarray(d.sum(dtype=np.int64))
     if dt in _LOW:
-        return np.asarray(d.astype(np.float32).sum()).astype(dt)
-    return np.asarray(d.sum())
+        return xp.asarray(d.astype(np.float32).sum()).astype(dt)
+    return xp.asarray(d.sum())
 
 
 @trace.def_backward
@@ -116,7 +116,7 @@ def _register_tri(name, kernel):
     def impl(xp, input: "Tensor", diagonal=0):
         if input.ndim < 2:
             raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
-        return kernel(input, diagonal)
+        return kernel(xp, input, diagonal)
 
     impl.__name__ = name
     part = "lower" if name == "tril" else "upper"
@@ -127,8 +127,8 @@ def _register_tri(name, kernel):
     return d
 
 
-tril = _register_tri("tril", np.tril)
-triu = _register_tri("triu", np.triu)
+tril = _register_tri("tril", lambda xp, a, k: xp.tril(a, k))
+triu = _register_tri("triu", lambda xp, a, k: xp.triu(a, k))
 
 
 # ---------------------------------------------------------------------- cross product
@@ -152,8 +152,8 @@ def linalg_cross(xp, input: "Tensor", other: "Tensor", *, dim=-1):
     if dt == np.bool_:
         raise NotImplementedError("\"cross\" not implemented for 'Bool'")
     if dt in _LOW:
-        return np.cross(input.astype(np.float32), other.astype(np.float32), axis=d).astype(dt)
-    return np.cross(input, other, axis=d)
+        return xp.cross(input.astype(np.float32), other.astype(np.float32), axis=d).astype(dt)
+    return xp.cross(input, other, axis=d)
 
 
 @linalg_cross.def_backward

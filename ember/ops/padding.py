@@ -53,19 +53,19 @@ def _fill_value(value, dt: D.dtype):
     raise RuntimeError(f"value cannot be converted to type {_C_NAMES[dt]} without overflow")
 
 
-def _index_map(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
+def _index_map(xp, n: int, lo: int, hi: int, mode: str) -> np.ndarray:
     """For each output position along one padded dimension, the input position it copies."""
     m = n + lo + hi
     if mode == "circular":
         c0 = max(-lo, 0)
         width = n - c0 - max(-hi, 0)
-        j = np.arange(m) - max(lo, 0)
+        j = xp.arange(m) - max(lo, 0)
         return c0 + j % width if width > 0 else j  # width 0: the output is empty
-    k = np.arange(m) - lo
+    k = xp.arange(m) - lo
     if mode == "replicate":
-        return np.clip(k, 0, n - 1)
-    k = np.abs(k)  # reflect: mirror about the first and the last element
-    return np.where(k > n - 1, 2 * (n - 1) - k, k)
+        return xp.clip(k, 0, n - 1)
+    k = xp.abs(k)  # reflect: mirror about the first and the last element
+    return xp.where(k > n - 1, 2 * (n - 1) - k, k)
 
 
 def _check_constant(shape, pairs) -> None:
@@ -151,7 +151,7 @@ def pad(xp, input: "Tensor", pad, mode="constant", value=None):
     out = input
     for d, lo, hi in pairs:  # one padded dimension at a time: copy the middle, gather borders
         n = out.shape[d]
-        idx = _index_map(n, lo, hi, mode)
+        idx = _index_map(xp, n, lo, hi, mode)
         shape = list(out.shape)
         shape[d] = m = idx.size
         res = xp.empty(shape, input.dtype)
@@ -170,11 +170,11 @@ def _middle(n: int, lo: int, hi: int, m: int) -> tuple:
     return o0, i0, max(0, min(n - i0 - max(-hi, 0), m - o0))
 
 
-def _run(targets: np.ndarray) -> slice | None:
+def _run(xp, targets: np.ndarray) -> slice | None:
     """``targets`` as a slice when they are consecutive (ascending or descending)."""
     t0, t1 = int(targets[0]), int(targets[-1])
     step = 1 if t1 >= t0 else -1
-    if targets.size != abs(t1 - t0) + 1 or not (np.diff(targets) == step).all():
+    if targets.size != abs(t1 - t0) + 1 or not (xp.diff(targets) == step).all():
         return None
     return slice(t0, t1 + step if t1 + step >= 0 else None, step)
 
@@ -214,7 +214,7 @@ def _pad_backward(xp, grad: "Tensor", input_shape, pad, mode):
     for d, lo, hi in _pairs(pad, len(input_shape)):
         n = input_shape[d]
         m = out.shape[d]
-        idx = _index_map(n, lo, hi, mode)
+        idx = _index_map(xp, n, lo, hi, mode)
         shape = list(out.shape)
         shape[d] = n
         acc = xp.zeros(shape, grad.dtype)
@@ -225,10 +225,10 @@ def _pad_backward(xp, grad: "Tensor", input_shape, pad, mode):
             targets, vals = idx[side], out[pre + (side,)]
             if (targets == targets[0]).all():  # replicate: the border lands on one element
                 acc[pre + (targets[:1],)] += vals.sum(axis=d, keepdims=True)
-            elif _run(targets) is not None:  # reflect, circular: a run of neighbours
-                acc[pre + (_run(targets),)] += vals
+            elif _run(xp, targets) is not None:  # reflect, circular: a run of neighbours
+                acc[pre + (_run(xp, targets),)] += vals
             else:
-                np.add.at(acc, pre + (targets,), vals)
+                np.add.at(acc, pre + (targets,), vals)  # numpy-only: ufunc .at
         out = acc
     return out
 

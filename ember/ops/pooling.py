@@ -119,17 +119,17 @@ def _plane_strides(size):
     return tuple(reversed(st))
 
 
-def _mesh(vectors):
+def _mesh(xp, vectors):
     """Per-dim index vectors reshaped to broadcast against each other over ``len`` dims."""
     nd = len(vectors)
-    return [np.asarray(v).reshape((-1,) + (1,) * (nd - 1 - j)) for j, v in enumerate(vectors)]
+    return [xp.asarray(v).reshape((-1,) + (1,) * (nd - 1 - j)) for j, v in enumerate(vectors)]
 
 
 def _lowest(dtype):
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
-def _running_max(win, nd, init_idx, pos, first_valid, nan_free):
+def _running_max(xp, win, nd, init_idx, pos, first_valid, nan_free):
     """Max and its flat plane index over the trailing ``nd`` kernel axes of ``win``.
 
     ``pos(k)`` is the flat index (broadcastable to the output) read at kernel offset ``k``.
@@ -141,33 +141,33 @@ def _running_max(win, nd, init_idx, pos, first_valid, nan_free):
     if first_valid and nan_free and offsets:
         # branchless: a running maximum plus the (small) number of the winning offset, turned
         # into flat indices once at the end through a (positions x offsets) table
-        best = np.array(win[(Ellipsis,) + offsets[0]])
-        won = np.zeros(shape, np.min_scalar_type(len(offsets)))
+        best = xp.array(win[(Ellipsis,) + offsets[0]])
+        won = xp.zeros(shape, np.min_scalar_type(len(offsets)))
         for i, off in enumerate(offsets[1:], 1):
             v = win[(Ellipsis,) + off]
             m = v > best
-            np.maximum(best, v, out=best)
-            won = np.where(m, won.dtype.type(i), won)
+            xp.maximum(best, v, out=best)
+            won = xp.where(m, won.dtype.type(i), won)
         ys = shape[len(shape) - nd:]
-        table = np.stack([np.broadcast_to(pos(off), ys) for off in offsets], -1)
-        at = np.arange(prod(ys), dtype=np.int64).reshape(ys) * len(offsets)
-        return best, np.take(table.ravel(), won + at)
-    idx = np.empty(shape, np.int64)
-    best = np.full(shape, _lowest(win.dtype), win.dtype)
+        table = xp.stack([xp.broadcast_to(pos(off), ys) for off in offsets], -1)
+        at = xp.arange(prod(ys), dtype=np.int64).reshape(ys) * len(offsets)
+        return best, xp.take(table.ravel(), won + at)
+    idx = xp.empty(shape, np.int64)
+    best = xp.full(shape, _lowest(win.dtype), win.dtype)
     idx[...] = init_idx
     for off in offsets:
         v = win[(Ellipsis,) + off]
         m = v > best
         if not nan_free:
-            m |= np.isnan(v)
-        np.copyto(best, v, where=m)
-        np.copyto(idx, pos(off), where=m)
+            m |= xp.isnan(v)
+        xp.copyto(best, v, where=m)
+        xp.copyto(idx, pos(off), where=m)
     return best, idx
 
 
-def _nan_free(x) -> bool:
+def _nan_free(xp, x) -> bool:
     # a NaN sum may also come from inf - inf: that only costs the exact (slower) path
-    return x.dtype.kind != "f" or not np.isnan(np.sum(x))
+    return x.dtype.kind != "f" or not xp.isnan(xp.sum(x))
 
 
 def _check_pool_dtype(kernel, x, ints=True):
@@ -185,12 +185,12 @@ def _max_pool_scatter(xp, grad: "Tensor", indices: "Tensor", plane, unique=False
     lead = grad.shape[:grad.ndim - nd]
     n, size = prod(lead), prod(plane)
     g = upcast(grad).reshape(n, grad.size // max(n, 1))
-    flat = (indices.reshape(g.shape) + (np.arange(n, dtype=np.int64) * size)[:, None]).ravel()
+    flat = (indices.reshape(g.shape) + (xp.arange(n, dtype=np.int64) * size)[:, None]).ravel()
     if unique:  # disjoint windows: each position receives at most one value
-        out = np.zeros(n * size, g.dtype)
+        out = xp.zeros(n * size, g.dtype)
         out[flat] = g.ravel()
     else:
-        out = np.bincount(flat, weights=g.ravel(), minlength=n * size).astype(g.dtype)
+        out = xp.bincount(flat, weights=g.ravel(), minlength=n * size).astype(g.dtype)
     return out.reshape(tuple(lead) + tuple(plane)).astype(grad.dtype, copy=False)
 
 
@@ -205,7 +205,7 @@ def _pool_gather(xp, input: "Tensor", indices: "Tensor", nd):
     lead = input.shape[:input.ndim - nd]
     n = prod(lead)
     cols = indices.size // max(n, 1)
-    return np.take_along_axis(input.reshape(n, input.size // max(n, 1)),
+    return xp.take_along_axis(input.reshape(n, input.size // max(n, 1)),
                               indices.reshape(n, cols), 1).reshape(indices.shape)
 
 
@@ -216,19 +216,19 @@ def _(ctx, g):
 
 
 # ---------------------------------------------------------------------- max pooling
-def _max_pool_kernel(x, nd, k, s, p, d, out):
+def _max_pool_kernel(xp, x, nd, k, s, p, d, out):
     dt = x.dtype
     x = upcast(x)
     size = x.shape[x.ndim - nd:]
-    win = padded_windows(x, nd, k, s, d, p, out, _lowest(x.dtype))  # (*lead, *out, *k)
+    win = padded_windows(xp, x, nd, k, s, d, p, out, _lowest(x.dtype))  # (*lead, *out, *k)
     pstr = _plane_strides(size)
-    starts = [np.arange(o) * ss - pp for o, ss, pp in zip(out, s, p)]
-    first = [np.where(st < 0, st + (-st + dd - 1) // dd * dd, st) for st, dd in zip(starts, d)]
-    init = sum(m * t for m, t in zip(_mesh(first), pstr))
-    base = sum(m * t for m, t in zip(_mesh(starts), pstr))
-    best, idx = _running_max(win, nd, init,
+    starts = [xp.arange(o) * ss - pp for o, ss, pp in zip(out, s, p)]
+    first = [xp.where(st < 0, st + (-st + dd - 1) // dd * dd, st) for st, dd in zip(starts, d)]
+    init = sum(m * t for m, t in zip(_mesh(xp, first), pstr))
+    base = sum(m * t for m, t in zip(_mesh(xp, starts), pstr))
+    best, idx = _running_max(xp, win, nd, init,
                              lambda off: base + sum(o * dd * t for o, dd, t in zip(off, d, pstr)),
-                             not any(p), _nan_free(x))
+                             not any(p), _nan_free(xp, x))
     return best.astype(dt, copy=False), idx
 
 
@@ -243,7 +243,7 @@ def _register_max_pool(nd):
         k, s, p, d, out = pool_geometry(name, nd, input, kernel_size, stride, padding, dilation,
                                         ceil_mode, f"{name}_with_indices")
         _check_pool_dtype(name, input)
-        return _max_pool_kernel(input, nd, k, s, p, d, out)
+        return _max_pool_kernel(xp, input, nd, k, s, p, d, out)
 
     @max_pool_with_indices.def_backward
     def _(ctx, g, _gi):
@@ -279,19 +279,19 @@ def _register_max_pool(nd):
 
 
 # ---------------------------------------------------------------------- average pooling
-def _avg_divisor(size, k, s, p, out, count_include_pad, divisor_override):
+def _avg_divisor(xp, size, k, s, p, out, count_include_pad, divisor_override):
     if divisor_override is not None:
         return float(divisor_override)
     per_dim = []
     for n, kk, ss, pp, o in zip(size, k, s, p, out):
-        start = np.arange(o) * ss - pp
-        end = np.minimum(start + kk, n + pp)
+        start = xp.arange(o) * ss - pp
+        end = xp.minimum(start + kk, n + pp)
         if count_include_pad:
             per_dim.append(end - start)
         else:
-            per_dim.append(np.minimum(end, n) - np.maximum(start, 0))
+            per_dim.append(xp.minimum(end, n) - xp.maximum(start, 0))
     div = 1
-    for m in _mesh(per_dim):
+    for m in _mesh(xp, per_dim):
         div = div * m
     return div
 
@@ -313,12 +313,12 @@ def _register_avg_pool(nd):
         _check_pool_dtype(name if nd < 3 else "avg_pool3d_out_frame", input, "long")
         dt = input.dtype
         x = upcast(input)
-        win = padded_windows(x, nd, k, s, (1,) * nd, p, out)
+        win = padded_windows(xp, x, nd, k, s, (1,) * nd, p, out)
         total = win.sum(axis=tuple(range(win.ndim - nd, win.ndim)))
-        div = _avg_divisor(x.shape[x.ndim - nd:], k, s, p, out, count_include_pad,
+        div = _avg_divisor(xp, x.shape[x.ndim - nd:], k, s, p, out, count_include_pad,
                            divisor_override)
         if dt.kind in "iu":  # integer pooling divides with truncation, like PyTorch
-            return np.trunc(total / div).astype(dt)
+            return xp.trunc(total / div).astype(dt)
         return (total / div).astype(dt, copy=False)
 
     if nd == 1:  # avg_pool1d has no divisor_override
@@ -362,16 +362,16 @@ def _avg_pool_adjoint(xp, grad: "Tensor", input_size, kernel_size, stride, paddi
     p = int_tuple("avg_pool", "padding", padding, nd)
     out = grad.shape[grad.ndim - nd:]
     dt = grad.dtype
-    g = upcast(grad) / _avg_divisor(input_size, k, s, p, out, count_include_pad,
+    g = upcast(grad) / _avg_divisor(xp, input_size, k, s, p, out, count_include_pad,
                                     divisor_override)
     lead = g.shape[:g.ndim - nd]
     gl = g.reshape((-1,) + tuple(out)).transpose(tuple(range(1, nd + 1)) + (0,))
     # batch-like dims innermost: every add runs over long contiguous rows
-    gl = np.ascontiguousarray(gl)
-    res = scatter_windows(lambda off: gl, (), k, s, (1,) * nd, out, p, input_size, g.dtype,
+    gl = xp.ascontiguousarray(gl)
+    res = scatter_windows(xp, lambda off: gl, (), k, s, (1,) * nd, out, p, input_size, g.dtype,
                           (gl.shape[-1],))
-    res = np.moveaxis(res, -1, 0).reshape(tuple(lead) + tuple(input_size))
-    return np.ascontiguousarray(res).astype(dt, copy=False)
+    res = xp.moveaxis(res, -1, 0).reshape(tuple(lead) + tuple(input_size))
+    return xp.ascontiguousarray(res).astype(dt, copy=False)
 
 
 @_avg_pool_adjoint.def_backward
@@ -388,9 +388,9 @@ _AVG = {1: avg_pool1d, 2: avg_pool2d, 3: avg_pool3d}
 
 
 # ---------------------------------------------------------------------- adaptive pooling
-def adaptive_ranges(n_in: int, n_out: int):
+def adaptive_ranges(xp, n_in: int, n_out: int):
     """PyTorch's adaptive windows: [floor(i*in/out), ceil((i+1)*in/out)) for each output i."""
-    i = np.arange(n_out)
+    i = xp.arange(n_out)
     return (i * n_in) // n_out, ((i + 1) * n_in + n_out - 1) // n_out
 
 
@@ -414,28 +414,29 @@ def _adaptive_out(name, nd, x, output_size):
     return tuple(res)
 
 
-def _average_matrix(n_in, n_out):
-    start, end = adaptive_ranges(n_in, n_out)
-    j = np.arange(n_in)
+def _average_matrix(xp, n_in, n_out):
+    start, end = adaptive_ranges(xp, n_in, n_out)
+    j = xp.arange(n_in)
     inside = (j >= start[:, None]) & (j < end[:, None])
     return inside / (end - start)[:, None]
 
 
-def apply_mats(x, mats, transpose=False):
-    """Apply one matrix per trailing dim (``(out, in)``, or its transpose); None skips a dim."""
+def apply_mats(xp, x, mats, transpose=False):
+    """Apply one matrix per trailing dim (``(out, in)``, or its transpose); None skips a dim.
+    The matrices may be numpy arrays built by the caller (interpolate, backward rules)."""
     nd = len(mats)
     dt = x.dtype
     x = upcast(x)
     for j, m in enumerate(mats):
         if m is None:
             continue
-        a = (m.T if transpose else m).astype(x.dtype, copy=False)
+        a = xp.asarray(m.T if transpose else m).astype(x.dtype, copy=False)
         ax = x.ndim - nd + j
         pre, post = prod(x.shape[:ax]), prod(x.shape[ax + 1:])
         if post == 1:
             y = x.reshape(pre, a.shape[1]) @ a.T
         else:
-            y = np.matmul(a, x.reshape(pre, a.shape[1], post))
+            y = xp.matmul(a, x.reshape(pre, a.shape[1], post))
         x = y.reshape(x.shape[:ax] + (a.shape[0],) + x.shape[ax + 1:])
     return x.astype(dt, copy=False)
 
@@ -443,7 +444,7 @@ def apply_mats(x, mats, transpose=False):
 @op("_separable_map", **_INTERNAL)
 def _separable_map(xp, input: "Tensor", mats, transpose=False):
     """A linear map that acts on each trailing dim by its own matrix (resampling, averaging)."""
-    return apply_mats(input, mats, transpose)
+    return apply_mats(xp, input, mats, transpose)
 
 
 @_separable_map.def_backward
@@ -459,7 +460,7 @@ def _register_adaptive_avg(nd):
         out = _adaptive_out(name, nd, input, output_size)
         _check_input(name, nd, input, adaptive=True)
         _check_pool_dtype(name, input, ints=False)
-        return apply_mats(input, _avg_mats(input, out))
+        return apply_mats(xp, input, _avg_mats(xp, input, out))
 
     @adaptive_avg.def_meta
     def _(input, output_size):
@@ -470,33 +471,33 @@ def _register_adaptive_avg(nd):
     def _(ctx, g):
         x = ctx.input
         out = _adaptive_out(name, nd, x, ctx.output_size)
-        return _separable_map(g, _avg_mats(x, out), True)
+        return _separable_map(g, _avg_mats(np, x, out), True)  # host mats, as interpolate's
 
     adaptive_avg.__doc__ = (f"{name}(input, output_size) -> Tensor\n\nApplies a {nd}D "
                             "adaptive average pooling.")
     return adaptive_avg
 
 
-def _avg_mats(x, out):
+def _avg_mats(xp, x, out):
     size = x.shape[x.ndim - len(out):]
-    return tuple(None if n == o else _average_matrix(n, o) for n, o in zip(size, out))
+    return tuple(None if n == o else _average_matrix(xp, n, o) for n, o in zip(size, out))
 
 
 adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d = (
     _register_adaptive_avg(n) for n in (1, 2, 3))
 
 
-def _adaptive_max_kernel(x, nd, out):
+def _adaptive_max_kernel(xp, x, nd, out):
     dt = x.dtype
     x = upcast(x)
     size = x.shape[x.ndim - nd:]
     pstr = _plane_strides(size)
     taps, starts = [], []
     for n, o in zip(size, out):
-        st, en = adaptive_ranges(n, o)
+        st, en = adaptive_ranges(xp, n, o)
         kmax = int((en - st).max()) if o else 1
         # clamp to the window's last element: repeats cannot change the (first) maximum
-        taps.append(np.minimum(st[:, None] + np.arange(kmax), en[:, None] - 1))
+        taps.append(xp.minimum(st[:, None] + xp.arange(kmax), en[:, None] - 1))
         starts.append(st)
     lead = x.ndim - nd
     index = []
@@ -508,10 +509,10 @@ def _adaptive_max_kernel(x, nd, out):
     perm = tuple(range(lead)) + tuple(lead + 2 * j for j in range(nd)) + \
         tuple(lead + 2 * j + 1 for j in range(nd))
     win = g.transpose(perm)  # (*lead, *out, *k)
-    init = sum(m * t for m, t in zip(_mesh(starts), pstr))
-    best, idx = _running_max(win, nd, init, lambda off: sum(
-        m * t for m, t in zip(_mesh([tp[:, o] for tp, o in zip(taps, off)]), pstr)), True,
-        _nan_free(x))
+    init = sum(m * t for m, t in zip(_mesh(xp, starts), pstr))
+    best, idx = _running_max(xp, win, nd, init, lambda off: sum(
+        m * t for m, t in zip(_mesh(xp, [tp[:, o] for tp, o in zip(taps, off)]), pstr)), True,
+        _nan_free(xp, x))
     return best.astype(dt, copy=False), idx
 
 
@@ -525,7 +526,7 @@ def _register_adaptive_max(nd):
         out = _adaptive_out(name, nd, input, output_size)
         _check_input(name, nd, input, adaptive=True)
         _check_pool_dtype(name, input, ints=False)
-        return _adaptive_max_kernel(input, nd, out)
+        return _adaptive_max_kernel(xp, input, nd, out)
 
     @with_indices.def_meta
     def _(input, output_size, return_indices=False):
@@ -596,9 +597,9 @@ def _max_unpool(xp, input: "Tensor", indices: "Tensor", output_size):
                            f"volumes are of size {'x'.join(map(str, output_size))}")
     lead = input.shape[:input.ndim - nd]
     n = prod(lead)
-    out = np.zeros((n, size), input.dtype)
+    out = xp.zeros((n, size), input.dtype)
     cols = input.size // max(n, 1)
-    np.put_along_axis(out, indices.reshape(n, cols), input.reshape(n, cols), 1)
+    xp.put_along_axis(out, indices.reshape(n, cols), input.reshape(n, cols), 1)
     return out.reshape(tuple(lead) + tuple(output_size))
 
 

@@ -35,6 +35,8 @@ _INTERNAL = dict(method=False, function=False, out=False)
 
 
 # ---------------------------------------------------------------------- source coordinates
+# These run on the host, in interpolate and the backward rules, to build the index vectors
+# and matrices that _index_map and _separable_map take as arguments: they stay numpy.
 def _scale(n_in, n_out, align_corners, scale, ft):
     """PyTorch's ratio between input and output coordinates (``area_pixel_compute_scale``)."""
     if align_corners:
@@ -92,7 +94,7 @@ def _matrix(idx, w, n_in):
 def _index_map(xp, input: "Tensor", indices):
     """Read ``input`` at one index vector per trailing dim (nearest-neighbour resampling)."""
     nd = len(indices)
-    sel = tuple(np.asarray(ix).reshape((-1,) + (1,) * (nd - 1 - j))
+    sel = tuple(xp.asarray(ix).reshape((-1,) + (1,) * (nd - 1 - j))
                 for j, ix in enumerate(indices))
     return input[(Ellipsis,) + sel]
 
@@ -260,7 +262,7 @@ def pixel_shuffle(xp, input: "Tensor", upscale_factor):
     b = len(lead)
     x = input.reshape(tuple(lead) + (c // (r * r), r, r, h, w))
     x = x.transpose(tuple(range(b)) + (b, b + 3, b + 1, b + 4, b + 2))
-    return np.ascontiguousarray(x).reshape(tuple(lead) + (c // (r * r), h * r, w * r))
+    return xp.ascontiguousarray(x).reshape(tuple(lead) + (c // (r * r), h * r, w * r))
 
 
 @pixel_shuffle.def_backward
@@ -285,7 +287,7 @@ def pixel_unshuffle(xp, input: "Tensor", downscale_factor):
     b = len(lead)
     x = input.reshape(tuple(lead) + (c, h // r, r, w // r, r))
     x = x.transpose(tuple(range(b)) + (b, b + 2, b + 4, b + 1, b + 3))
-    return np.ascontiguousarray(x).reshape(tuple(lead) + (c * r * r, h // r, w // r))
+    return xp.ascontiguousarray(x).reshape(tuple(lead) + (c * r * r, h // r, w // r))
 
 
 @pixel_unshuffle.def_backward
@@ -310,7 +312,7 @@ def channel_shuffle(xp, input: "Tensor", groups):
         raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
                            f"and {groups} groups.")
     x = input.reshape((n, groups, c // groups) + input.shape[2:]).swapaxes(1, 2)
-    return np.ascontiguousarray(x).reshape(input.shape)
+    return xp.ascontiguousarray(x).reshape(input.shape)
 
 
 @channel_shuffle.def_backward

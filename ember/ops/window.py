@@ -74,7 +74,7 @@ def extent(out, kernel, stride, dilation) -> tuple:
                  for o, k, s, d in zip(out, kernel, stride, dilation))
 
 
-def pad_to(a: np.ndarray, nd: int, lo, size, fill=0) -> np.ndarray:
+def pad_to(xp, a: np.ndarray, nd: int, lo, size, fill=0) -> np.ndarray:
     """``a`` placed at offset ``lo`` of a ``fill``-valued spatial grid of ``size`` (cropped to it;
     a negative ``lo`` crops the front). A view of ``a`` when no padding is needed, so windows
     then read the input in place."""
@@ -82,7 +82,7 @@ def pad_to(a: np.ndarray, nd: int, lo, size, fill=0) -> np.ndarray:
     if all(lo_d <= 0 and e - lo_d <= s for lo_d, e, s in zip(lo, size, spatial)):
         return a[(Ellipsis,) + tuple(slice(-lo_d, e - lo_d) for lo_d, e in zip(lo, size))]
     shape = a.shape[:a.ndim - nd] + tuple(size)
-    buf = np.zeros(shape, a.dtype) if fill == 0 else np.full(shape, fill, a.dtype)
+    buf = xp.zeros(shape, a.dtype) if fill == 0 else xp.full(shape, fill, a.dtype)
     dst, src = [], []
     for lo_d, e, s in zip(lo, size, spatial):
         d0, s0 = max(lo_d, 0), max(-lo_d, 0)
@@ -100,16 +100,17 @@ def windows(a: np.ndarray, nd: int, kernel, stride, dilation, out) -> np.ndarray
     shape = a.shape[:lead] + tuple(out) + tuple(kernel)
     strides = st[:lead] + tuple(s * t for s, t in zip(stride, st[lead:])) + \
         tuple(d * t for d, t in zip(dilation, st[lead:]))
+    # numpy-only: as_strided with writeable=False (CuPy's as_strided takes no writeable)
     return _as_strided(a, shape, strides, writeable=False)
 
 
-def padded_windows(a, nd, kernel, stride, dilation, lo, out, fill=0):
+def padded_windows(xp, a, nd, kernel, stride, dilation, lo, out, fill=0):
     """The windows of ``a`` zero- (or ``fill``-) padded by ``lo`` in front, ``out`` per dim."""
-    return windows(pad_to(a, nd, lo, extent(out, kernel, stride, dilation), fill), nd,
+    return windows(pad_to(xp, a, nd, lo, extent(out, kernel, stride, dilation), fill), nd,
                    kernel, stride, dilation, out)
 
 
-def scatter_windows(part, lead_shape, kernel, stride, dilation, out, lo, size, dtype,
+def scatter_windows(xp, part, lead_shape, kernel, stride, dilation, out, lo, size, dtype,
                     trail_shape=()):
     """The adjoint of ``padded_windows``: add each window's values back onto the input grid.
 
@@ -120,7 +121,7 @@ def scatter_windows(part, lead_shape, kernel, stride, dilation, out, lo, size, d
     """
     ext = extent(out, kernel, stride, dilation)
     full = tuple(max(e, lo_d + s) for e, lo_d, s in zip(ext, lo, size))
-    buf = np.zeros(tuple(lead_shape) + full + tuple(trail_shape), dtype)
+    buf = xp.zeros(tuple(lead_shape) + full + tuple(trail_shape), dtype)
     head = (slice(None),) * len(lead_shape)
     if all(o > 0 for o in out):
         for k in itertools.product(*(range(kk) for kk in kernel)):
