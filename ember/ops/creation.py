@@ -75,6 +75,7 @@ def _infer_dtype(data) -> D.dtype:
 _kinds = {0: None, 1: D.bool_, 2: D.int64, 3: None, 4: None}
 
 
+# numpy-only: host data: what ember.tensor reads, before it moves to a device
 def _data_to_array(data, dtype: D.dtype | None) -> np.ndarray:
     if isinstance(data, Tensor):
         a = data._data
@@ -167,6 +168,7 @@ def from_numpy(ndarray: np.ndarray) -> Tensor:
     return _wrap(ndarray, dt)
 
 
+# numpy-only: host data: a DLPack capsule read on the host
 def from_dlpack(ext_tensor) -> Tensor:
     """A tensor over the memory of any object that exports DLPack (``__dlpack__``)."""
     if isinstance(ext_tensor, Tensor):
@@ -289,13 +291,13 @@ def arange(xp, start=0, end=None, step=1, *, out=None, dtype=None, layout=None, 
     if step == 0:
         raise RuntimeError("arange(): step must be nonzero")
     for v in (start, end):
-        if isinstance(v, float) and not np.isfinite(v):
+        if isinstance(v, float) and not np.isfinite(v):  # numpy-only: host math on Python numbers
             raise RuntimeError(f"arange(): unsupported range: {start} -> {end}")
     if (end - start) / step < 0:
         raise RuntimeError("arange(): upper bound and larger bound inconsistent with step sign")
     if dt.kind in "iu" and any(isinstance(v, float) for v in (start, end, step)):
         return _int_arange(xp, start, end, step, dt)
-    n = int(np.ceil((end - start) / step))
+    n = int(np.ceil((end - start) / step))  # numpy-only: host math on Python numbers
     vals = start + xp.arange(n, dtype=np.float64 if dt.kind in "fc" or any(
         isinstance(v, float) for v in (start, end, step)) else np.int64) * step
     return vals.astype(dt.np)
@@ -311,7 +313,7 @@ def _int_arange(xp, start, end, step, dt):
         span = xe - xs + xst - (1 if xst > 0 else -1)
         n = abs(span) // abs(xst) * (1 if (span >= 0) == (xst > 0) else -1)  # C's truncation
     else:
-        n = int(np.ceil((end - start) / step))
+        n = int(np.ceil((end - start) / step))  # numpy-only: host math on Python numbers
     return (xs + xp.arange(max(n, 0), dtype=np.int64) * xst).astype(dt.np)
 
 
@@ -320,7 +322,7 @@ def range_(xp, start=0, end=None, step=1, *, out=None, dtype=None, layout=None, 
            requires_grad=False):
     """Deprecated ``torch.range``: includes ``end``."""
     dt = dtype or D.get_default_dtype()
-    n = int(np.floor((end - start) / step)) + 1
+    n = int(np.floor((end - start) / step)) + 1  # numpy-only: host math on Python numbers
     return (start + xp.arange(n) * step).astype(dt.np)
 
 

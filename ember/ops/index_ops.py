@@ -91,7 +91,7 @@ def _dim_key(xp, index: np.ndarray, dim: int) -> tuple:
 def _linear(xp, index: np.ndarray, shape: tuple, dim: int) -> np.ndarray:
     """Flat (row-major) positions in a tensor of ``shape`` addressed by gather/scatter's
     ``index`` along ``dim``."""
-    strides = np.cumprod((1,) + tuple(shape[:0:-1]))[::-1]
+    strides = np.cumprod((1,) + tuple(shape[:0:-1]))[::-1]  # numpy-only: host arithmetic on a shape
     lin = index.astype(np.int64) * strides[dim]
     nd = index.ndim
     for d, n in enumerate(index.shape):
@@ -195,7 +195,7 @@ def _(ctx, g):
 
 # numpy-only: ufuncs for their .at (scatter_reduce)
 _REDUCE = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum,
-           "amin": np.minimum}
+           "amin": np.minimum}  # numpy-only: ufunc.at table
 
 
 def _identity(reduce: str, dtype: np.dtype):
@@ -512,6 +512,7 @@ def _(ctx, g):
 
 
 # ---------------------------------------------------------------------- take_along_dim
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 @takes_tensors("input", "indices")
 def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
     """take_along_dim(input, indices, dim=None) -> Tensor

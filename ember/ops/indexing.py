@@ -287,6 +287,7 @@ def index(xp, input: "Tensor", indices: "Tensor[]", dims=None):
     return input[key]
 
 
+# numpy-only: the meta evaluates the key on host stand-ins (shapes only, no tensor data)
 @index.def_meta
 def _(input, indices, dims=None):
     if any(i.dtype in (D.bool_, D.uint8) for i in indices):
@@ -403,6 +404,7 @@ tensor_method("argwhere")(argwhere)
 _NEW, _ELL, _INT, _SLICE, _ADV, _BOOL = range(6)
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _as_index_tensor(e) -> Tensor:
     if isinstance(e, np.ndarray):
         return _wrap(e, D.from_np(e.dtype)) if e.dtype != np.uint64 else _wrap(
@@ -425,6 +427,7 @@ def _slice_int(v):
     return None if v is None else operator.index(v)
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _parse_key(x: Tensor, key) -> tuple[tuple, list]:
     """Split ``key`` into a basic key for ``index_view`` and advanced entries
     ``[(tensor, dim in the view), ...]``."""

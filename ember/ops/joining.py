@@ -283,7 +283,7 @@ def _split_bounds(n: int, spec, d: int) -> list:
                                f"dimension size of {n}")
         k = max(-(-n // s), 1) if s else 1
         sizes = [s] * (k - 1) + [n - s * (k - 1)]
-    ends = np.cumsum(sizes).tolist()
+    ends = np.cumsum(sizes).tolist()  # numpy-only: host arithmetic on split sizes
     return [(e - s, e) for s, e in zip(sizes, ends)]
 
 
@@ -376,7 +376,7 @@ def _tensor_split_bounds(n: int, spec) -> list:
         raise RuntimeError(f"number of sections must be larger than 0, got {s}")
     q, r = divmod(n, s)
     sizes = [q + 1] * r + [q] * (s - r)
-    ends = np.cumsum(sizes).tolist()
+    ends = np.cumsum(sizes).tolist()  # numpy-only: host arithmetic on split sizes
     return [(e - z, e) for z, e in zip(sizes, ends)]
 
 

@@ -134,6 +134,7 @@ def _check_matmul(a, b):
 
 
 # ---------------------------------------------------------------------- matmul and friends
+# numpy-only: float_kernel, the CPU backend's matmul
 @op(saves=("input", "other"), grad_name="MmBackward0", float_kernel=np.matmul, out_exact=True)
 def matmul(xp, input: "Tensor", other: "Tensor"):
     """matmul(input, other) -> Tensor: the matrix product with NumPy-style broadcasting."""

@@ -92,6 +92,7 @@ def _raise_singular(xp, name: str, A: np.ndarray, tail: str) -> None:
     raise LinAlgError(f"{name}: The diagonal element {A.shape[-1]} is zero, {tail}")
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _const(a: np.ndarray, like):
     """A constant tensor (no history) with ``like``'s dtype."""
     return _wrap(np.ascontiguousarray(a, dtype=like.dtype.np), like.dtype)
@@ -110,6 +111,7 @@ def det(xp, A: "Tensor"):
     return xp.asarray(xp.linalg.det(A))
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _adjugate_h(a: np.ndarray) -> np.ndarray:
     """adj(A)^H for singular matrices, from the SVD: adj(A) = det(U) det(Vh) V diag(p) U^H with
     p_i the product of the other singular values."""
@@ -123,6 +125,7 @@ def _adjugate_h(a: np.ndarray) -> np.ndarray:
     return np.conj(np.swapaxes(adj, -1, -2))
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 @det.def_backward
 def _(ctx, g):
     A, d = ctx.A, ctx.out
@@ -328,6 +331,7 @@ def _cols(x, start: int, stop: int):
     return narrow(x, -1, start, stop - start)
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _place_cols(x, start: int, total: int):
     """x (..., k) as columns start..start+k of a (..., total) matrix of zeros."""
     k = x.shape[-1]
@@ -385,6 +389,7 @@ _EIGH_PHASE = ("linalg_eigh_backward: The eigenvectors in the complex case are s
                "quantity, so it is ill-defined.")
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _check_phase(im_diag, scale, msg: str) -> None:
     """Complex singular/eigen vectors are defined up to a phase per vector; a loss that depends
     on it has no gradient (PyTorch raises)."""

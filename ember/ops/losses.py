@@ -512,6 +512,7 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
     return reduce_loss(loss.sum(cdim) / input.shape[cdim], reduction)
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 @takes_tensors("input", "target", "weight?")
 def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
                       weight: Tensor | None = None, size_average=None, reduce=None,
@@ -548,6 +549,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     return reduce_loss(loss if input.ndim == 2 else loss.reshape(target.shape), reduction)
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 @takes_tensors("input", "target")
 def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                            reduction: str = "mean") -> Tensor:

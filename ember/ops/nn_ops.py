@@ -229,6 +229,7 @@ def _(ctx, gg):
     return res, None
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 @takes_tensors("weight", "indices")
 def embedding_renorm_(weight: Tensor, indices: Tensor, max_norm: float, norm_type: float):
     """Rescale, in place, the rows of ``weight`` named in ``indices`` whose ``norm_type``-norm
@@ -361,6 +362,7 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
                                     keepdim=keepdim)
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 @takes_tensors("input")
 def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     """pdist(input, p=2) -> Tensor: p-norm distances between all pairs of rows i < j of a 2-D
@@ -453,6 +455,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
 _CAUSAL: dict = {}
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _causal_bias(L: int, S: int, dtype) -> Tensor:
     """0 on and below the diagonal, -inf above: the causal mask as a bias (cached; it never
     requires grad and no op writes into it)."""

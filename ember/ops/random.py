@@ -73,6 +73,7 @@ def _sample(xp, shape: tuple, dt: D.dtype, draw) -> np.ndarray:
     return xp.asarray(draw(dt, tuple(shape))).astype(dt.np, copy=False)
 
 
+# numpy-only: numpy Generator draws (ember's RNG on CUDA is Philox)
 def _uniform01(xp, rng: np.random.Generator, dt: D.dtype, shape: tuple) -> np.ndarray:
     """Uniform on [0, 1) at ``dt``'s resolution, so a half dtype never rounds up to 1."""
     if dt is D.float64:
@@ -84,6 +85,7 @@ def _uniform01(xp, rng: np.random.Generator, dt: D.dtype, shape: tuple) -> np.nd
     return u
 
 
+# numpy-only: numpy Generator draws (ember's RNG on CUDA is Philox)
 def _std_normal(rng: np.random.Generator, dt: D.dtype, shape: tuple) -> np.ndarray:
     return rng.standard_normal(shape, dtype=_compute(dt))  # numpy-only: Generator draw
 
@@ -312,7 +314,7 @@ def normal(xp, mean: "Scalar|Tensor", std: "Scalar|Tensor" = 1.0, size=None, *,
         dt = _dt(mean if m_arr else std)
         if dt.kind not in "fc":
             raise _not_implemented("normal_kernel_cpu", dt)
-        shape = np.broadcast_shapes(np.shape(mean), np.shape(std))
+        shape = np.broadcast_shapes(np.shape(mean), np.shape(std))  # numpy-only: host shape query
     _check_std(xp, std)
     comp = _compute(dt.to_real())
     if m_arr:

@@ -137,6 +137,7 @@ def _along(xp, n: int, d: int, ndim: int, start: int = 0) -> np.ndarray:
                                                               for k in range(ndim)])
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _positions(t, d: int, start: int, stop: int):
     """The index tensor start..stop-1 along ``d``, expanded over ``t``'s other dims."""
     shape = list(t.shape)
@@ -144,6 +145,7 @@ def _positions(t, d: int, start: int, stop: int):
     return wrap_np(np.broadcast_to(_along(np, stop - start, d, t.ndim, start), shape))
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def exclusive_cumprod(x, d: int):
     """prod_{i<k} x_i along ``d`` (1 at the start), written without division so it is exact
     at zeros and differentiable: the slice is shifted one step right, a one put in front,

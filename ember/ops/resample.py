@@ -46,6 +46,7 @@ def _scale(n_in, n_out, align_corners, scale, ft):
     return ft(n_in) / ft(n_out)
 
 
+# numpy-only: host-built interpolation taps (an argument of the resampling ops)
 def _taps(mode, n_in, n_out, align_corners, scale, ft, dim):
     """(indices, weights), each ``(n_out, taps)``, of one dim's interpolation."""
     i = np.arange(n_out).astype(ft)
@@ -84,6 +85,7 @@ def _taps(mode, n_in, n_out, align_corners, scale, ft, dim):
     return np.stack([i0, i1], 1), np.stack([1 - lam, lam], 1)
 
 
+# numpy-only: host-built interpolation matrix (an argument of the resampling ops)
 def _matrix(idx, w, n_in):
     m = np.zeros((idx.shape[0], n_in), np.float64)
     np.add.at(m, (np.arange(idx.shape[0])[:, None].repeat(idx.shape[1], 1), idx), w)
@@ -102,6 +104,7 @@ def _index_map(xp, input: "Tensor", indices):
 @_index_map.def_backward
 def _(ctx, g):
     size = ctx.input.shape[ctx.input.ndim - len(ctx.indices):]
+    # numpy-only: host-built interpolation matrix
     mats = tuple(_matrix(ix[:, None], np.ones((len(ix), 1)), n)
                  for ix, n in zip(ctx.indices, size))
     return _separable_map(g, mats, True)
@@ -199,6 +202,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     dt = input.dtype
     if not dt.is_floating_point and not (mode.startswith("nearest") and dt.name == "uint8"):
         raise NotImplementedError(f'"upsample_{kind}{dim}d" not implemented for '
+                                  # numpy-only: host-built interpolation matrix
                                   f"'{type_name(np.empty(0, dt.np))}'")
     ft = np.float64 if dt.name == "float64" else np.float32
     scales = scales or [None] * dim
@@ -211,6 +215,7 @@ def interpolate(input: Tensor, size=None, scale_factor=None, mode: str = "neares
     return _separable_map(input, mats)
 
 
+# numpy-only: host-built interpolation matrix (an argument of the resampling ops)
 def _identity(ix, w):
     return bool(np.all(ix[:, 0] == np.arange(len(ix))) and np.all(w[:, 0] == 1))
 

@@ -87,6 +87,7 @@ def _(ctx, g):
                  where(first, rcumsum(g * p_first), nil))
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _cumprod_backward_polynomial(g, x, d):
     """The same gradient as an explicit polynomial in x (O(n^2) per slice): row k of C is the
     cumprod of the slice with x_k replaced by one, so C[k, j] = prod_{i<=j, i!=k} x_i, and

@@ -464,6 +464,7 @@ def flatten(xp, input: "Tensor", start_dim=0, end_dim=-1):
         return input.reshape(1)
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    # numpy-only: host arithmetic on a shape
     shape = input.shape[:s] + (int(np.prod(input.shape[s:e + 1])),) + input.shape[e + 1:]
     v = _reshape_view(input, shape)
     return v if v is not None else input.reshape(shape)
@@ -484,7 +485,7 @@ def unflatten(xp, input: "Tensor", dim, sizes):
     n = input.shape[d]
     if sizes.count(-1) > 1:
         raise RuntimeError("only one dimension can be inferred")
-    known = int(np.prod([s for s in sizes if s != -1]))
+    known = int(np.prod([s for s in sizes if s != -1]))  # numpy-only: host arithmetic on a shape
     if (known != n and -1 not in sizes) or (-1 in sizes and (known == 0 or n % known)):
         raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the "
                            f"size of dim {d} ({n}) in the input tensor")

@@ -217,6 +217,7 @@ def _storage_index(xp, shape, stride, offset) -> np.ndarray:
     return pos
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _positions(xp, base_shape, view_name: str, args: tuple) -> np.ndarray:
     """For each element of the view, the flat index of the input element it reads (-1: an
     ``as_strided`` element outside the input's own elements)."""
@@ -244,6 +245,7 @@ def _scatter_add(xp, n: int, pos: np.ndarray, vals: np.ndarray) -> np.ndarray:
     return xp.bincount(pos, vals.astype(np.float64, copy=False), n)
 
 
+# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 @op(method=False, function=False, out=False)
 def _view_grad(xp, grad: "Tensor", base_shape, view_name, args):
     """Zeros of ``base_shape`` with ``grad`` added at the positions view ``view_name`` reads."""

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _dtype as D
 
+# numpy-only: as_strided with writeable= (see _windows)
 _as_strided = np.lib.stride_tricks.as_strided
 HALF = (np.dtype(np.float16), D.bfloat16.np)
 _COUNT = {1: "a single int", 2: "a tuple of two ints", 3: "a tuple of three ints"}

@@ -1,0 +1,84 @@
+"""Op kernels compute through ``xp``, the array module the dispatcher hands them (numpy on
+CPU; CuPy on CUDA), never through numpy directly: every ``np.<name>`` in ember/ops is either
+metadata (dtypes, dtype questions, constants, type checks: ``METADATA`` below) or is marked
+``# numpy-only: <why>``, on its line, the line before, or the line before a whole function's
+``def``: a construct CuPy lacks or computes differently, host-side work on Python values, or
+host computation on tensor data outside a kernel, each of which the CUDA backend (or a
+rewrite in ember ops) must replace. The marks are the inventory of that work.
+
+The dispatcher itself (registry.py, fast_methods.py) is numpy's backend glue until the
+Backend seam replaces it, and is left out here."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import ember
+
+OPS_DIR = pathlib.Path(ember.__file__).parent / "ops"
+DISPATCHER = {"registry.py", "fast_methods.py", "bind.py", "arguments.py", "__init__.py"}
+
+# numpy names that are no array work: dtypes and their questions, constants, type checks
+METADATA = {
+    "dtype", "bool_", "uint8", "int8", "int16", "int32", "int64", "intp", "uint16", "uint32",
+    "uint64", "float16", "float32", "float64", "longdouble", "complex64", "complex128",
+    "iinfo", "finfo", "issubdtype", "result_type", "promote_types", "can_cast",
+    "integer", "signedinteger", "unsignedinteger", "floating", "complexfloating", "number",
+    "generic", "bool", "inf", "nan", "pi", "e", "euler_gamma", "newaxis", "ndarray",
+    "broadcast_shapes", "ndim", "min_scalar_type",
+}
+
+
+def _numpy_uses(path: pathlib.Path) -> list[tuple[int, str]]:
+    """(line, name) of every ``np.<name>`` outside METADATA and not marked numpy-only: on its
+    line, on the line before, or for a whole function by a mark on the line before its
+    ``def`` (or its first decorator)."""
+    source = path.read_text()
+    lines = source.splitlines()
+    tree = ast.parse(source)
+
+    def mark_before(lineno: int) -> bool:
+        return lineno > 1 and lines[lineno - 2].strip().startswith("# numpy-only:")
+
+    whole = [(f.lineno, f.end_lineno) for f in ast.walk(tree)
+             if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and
+             mark_before(min([f.lineno] + [d.lineno for d in f.decorator_list]))]
+
+    def marked(lineno: int) -> bool:
+        return "# numpy-only:" in lines[lineno - 1] or mark_before(lineno) or \
+            any(a <= lineno <= b for a, b in whole)
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.value.id == "np":
+            name = node.attr
+            if name == "linalg" or name in METADATA:
+                continue
+            if not marked(node.lineno):
+                found.append((node.lineno, name))
+    return found
+
+
+def test_op_kernels_compute_through_xp():
+    offenders = {}
+    for path in sorted(OPS_DIR.glob("*.py")):
+        if path.name in DISPATCHER:
+            continue
+        uses = _numpy_uses(path)
+        if uses:
+            offenders[path.name] = uses
+    report = "\n".join(f"  ops/{f}:{line}: np.{name}" for f, uses in offenders.items()
+                       for line, name in uses)
+    assert not offenders, "numpy called directly in op kernels (use xp, or mark the line " \
+        "'# numpy-only: <why>'):\n" + report
+
+
+def test_numpy_only_inventory_is_explained():
+    """Every marked line says why."""
+    for path in sorted(OPS_DIR.glob("*.py")):
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if "# numpy-only:" in line:
+                reason = line.split("# numpy-only:", 1)[1].strip()
+                assert len(reason) >= 3, f"ops/{path.name}:{i}: a numpy-only mark needs a reason"
