@@ -15,7 +15,7 @@ import torch
 
 import ember
 from ember.backends import native
-from ember.compiler import runtime
+from ember.codegen.c import runtime
 from tests.oracle import assert_same, check, rand
 
 N = native.MIN_ELEMENTS
@@ -198,7 +198,7 @@ def test_under_compile():
 _CHILD = textwrap.dedent("""
     import ember, json
     from ember.backends import native
-    from ember.compiler import cache
+    from ember.codegen import cache
     x = ember.randn(64, 1024)
     ember.softmax(x, -1)
     print(json.dumps({"calls": native.STATS["calls"], **cache.STATS}))

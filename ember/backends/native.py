@@ -249,7 +249,7 @@ def _hand_kernels() -> dict | None:
     if not _HAND:
         import ctypes
 
-        from ..compiler.runtime import build
+        from ..codegen.c.runtime import build
         kernels = None
         try:
             lib = build(_HAND_SOURCE)

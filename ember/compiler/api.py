@@ -14,12 +14,12 @@ from typing import Any
 
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
+from ..codegen.c.runtime import CompileError, CompilerUnavailable
 from ..nn.modules.module import Module
 from . import capture, guards, pytree, stance, symbolic
 from .capture import GraphBreak
 from .graph import Graph, GraphModule, interpret, with_writebacks
 from .passes import run_pipeline
-from .runtime import CompileError, CompilerUnavailable
 from .._dispatch import STATE
 
 log = logging.getLogger("ember.compiler")
