@@ -74,6 +74,7 @@ class Tensor:
     _vc = None
     _acc = None  # the AccumulateGrad node of a leaf, made on first use
     _retains_grad = False
+    _traced = False  # True on the compiler's traced values (metadata only, no data to read)
     __array_priority__ = 1000  # numpy defers binary operators to Tensor
 
     def __init__(self, *args, **kwargs):

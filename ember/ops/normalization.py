@@ -17,7 +17,6 @@ as many temporaries.
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 
@@ -82,8 +81,7 @@ def _live(g):
     compiler traces, a present ``g`` counts as live: a traced value has no data to read."""
     if g is None:
         return None
-    cap = sys.modules.get("ember.compiler.capture")  # imported only once the compiler is used
-    if cap is not None and (STATE.tracing > 0 or isinstance(g, cap.Proxy)):
+    if STATE.tracing > 0 or g._traced:
         return g
     return g if g._data.any() else None
 
