@@ -712,6 +712,14 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False,
     return CompiledFunction(model, backend, fullgraph, dynamic, opts)
 
 
+def _compile_module(self: Module, *args, **kwargs) -> None:
+    """``Module.compile(*args, **kwargs)``: compile the module's ``forward`` in place."""
+    self.forward = compile(self.forward, *args, **kwargs)
+
+
+Module.compile = _compile_module  # bound from here: nn sits below the compiler
+
+
 def reset() -> None:
     """Forget every compiled entry and counter (the on-disk kernel cache is kept)."""
     for cf in _ALL:

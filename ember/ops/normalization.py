@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from .. import _dtype as D
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from .arguments import takes_tensors
@@ -268,8 +269,7 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
     input / sqrt(mean(input^2) + eps) * weight; eps defaults to finfo(input.dtype).eps."""
     _shape_arg("rms_norm", normalized_shape)
     if eps is None:
-        import ember
-        eps = ember.finfo(input.dtype).eps
+        eps = D.finfo(input.dtype).eps
     return _fused_rms_norm(input, tuple(normalized_shape), weight, eps)[0]
 
 
