@@ -7,7 +7,7 @@ from .backends.cpu import num_threads as get_num_threads, set_num_threads  # noq
 
 _tune_allocator()
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402,F401
 
 from ._dtype import (bool_ as bool, uint8, int8, int16, int32, int64, float16,  # noqa: E402
                      bfloat16, float32, float64, complex64, complex128, dtype, finfo, iinfo,

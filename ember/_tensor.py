@@ -1,7 +1,9 @@
 """Tensor: metadata over a numpy array plus autograd state.
 
 Every operation is bound onto this class from the op table (``ember/ops``) when ember is
-imported; what is written here are attributes, conversions and the autograd entry points.
+imported, and so are the autograd entry points (``backward``, ``register_hook``,
+``retain_grad``: ``ember/autograd/engine.py``) and the pickler (``ember/serialization.py``),
+which sit in higher layers; what is written here are attributes and conversions.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ import numpy as np
 
 from . import _dtype as D
 from ._device import CPU
-from .autograd import grad_mode
 
 
 class Size(tuple):
@@ -73,6 +74,7 @@ class Tensor:
     _vc = None
     _acc = None  # the AccumulateGrad node of a leaf, made on first use
     _retains_grad = False
+    _traced = False  # True on the compiler's traced values (metadata only, no data to read)
     __array_priority__ = 1000  # numpy defers binary operators to Tensor
 
     def __init__(self, *args, **kwargs):
@@ -222,26 +224,9 @@ class Tensor:
     def is_leaf(self) -> bool:
         return self.grad_fn is None
 
-    def retain_grad(self) -> None:
-        if self.grad_fn is None:
-            if not self._leaf_rg:
-                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-            return
-        if not self._retains_grad:
-            from .autograd.engine import retain_grad
-            retain_grad(self)
-
     @property
     def retains_grad(self) -> bool:
         return self._retains_grad
-
-    def register_hook(self, hook):
-        from .autograd.engine import register_tensor_hook
-        return register_tensor_hook(self, hook)
-
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from .autograd.engine import backward
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self) -> "Tensor":
         t = _wrap(self._data, self._dtype)
@@ -361,10 +346,6 @@ class Tensor:
     def __dlpack_device__(self):
         return self._data.__dlpack_device__()
 
-    def __reduce_ex__(self, proto):
-        from .serialization import reduce_tensor
-        return reduce_tensor(self)
-
     def __deepcopy__(self, memo):
         if not self.is_leaf:
             raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
@@ -439,4 +420,3 @@ def wrap_np(data: np.ndarray) -> Tensor:
 
 
 __all__ = ["Tensor", "Size"]
-_ = grad_mode

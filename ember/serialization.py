@@ -46,12 +46,16 @@ def _rebuild_plain(data: np.ndarray, dtype_name: str, requires_grad: bool):
     return t
 
 
-def reduce_tensor(t: Tensor):
-    """``pickle``/``copy``/multiprocessing support: a tensor travels as its array (copied)."""
+def reduce_tensor(t: Tensor, proto: int):
+    """``Tensor.__reduce_ex__``, for ``pickle``/``copy``/multiprocessing: a tensor travels as
+    its array (copied)."""
     if not t.is_leaf:
         raise RuntimeError("Can't pickle a tensor that requires grad and is not a leaf; use "
                            "tensor.detach()")
     return (_rebuild_plain, (np.ascontiguousarray(t._data), t._dtype.name, t.requires_grad))
+
+
+Tensor.__reduce_ex__ = reduce_tensor  # the pickler is registered from here: _tensor sits below
 
 
 def _rebuild_param(data: Tensor, requires_grad: bool, *args):

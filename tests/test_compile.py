@@ -18,9 +18,10 @@ from oracle import TOL, assert_same, to_torch
 
 import ember
 from ember import nn
-from ember.compiler import (InvalidBackend, Unsupported, api, cache, capture, compile, config,
-                            counters, list_backends, passes, runtime, set_stance,
-                            stance)
+from ember.codegen import cache
+from ember.codegen.c import runtime
+from ember.compiler import (InvalidBackend, Unsupported, api, capture, compile, config,
+                            counters, list_backends, passes, set_stance, stance)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -630,7 +631,8 @@ def test_graph_print_verify_and_passes():
 # ---------------------------------------------------------------------- runtime and cache
 _CHILD = textwrap.dedent("""
     import ember, numpy as np
-    from ember.compiler import compile, cache
+    from ember.codegen import cache
+    from ember.compiler import compile
     f = compile(lambda x: ember.tanh(x * 1.25) - x * 0.5)
     x = ember.arange(12, dtype=ember.float32).reshape(3, 4)
     np.testing.assert_allclose(f(x).numpy(), (ember.tanh(x * 1.25) - x * 0.5).numpy(),

@@ -387,7 +387,8 @@ def test_kernels_build_in_parallel_units_and_reuse_the_cache(monkeypatch, tmp_pa
     """A graph split into several translation units (one compiler process each, running at
     once) gives eager's results; a second compile of it loads every unit from the cache; a
     damaged cached unit is rebuilt."""
-    from ember.compiler import cache, inductor, reset
+    from ember.codegen import cache
+    from ember.compiler import inductor, reset
 
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("EMBER_COMPILE_THREADS", "3")
@@ -425,7 +426,7 @@ def test_small_graph_builds_as_one_unit():
 
 
 def test_compile_error_in_one_unit_is_reported_after_all_finish(monkeypatch):
-    from ember.compiler import runtime
+    from ember.codegen.c import runtime
 
     good = "int em_ok(void) { return 1; }\n"
     with pytest.raises(runtime.CompileError, match="failed on generated code"):

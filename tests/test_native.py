@@ -1,7 +1,7 @@
-"""The eager fast path through compiler-generated kernels (ember/backends/native.py): each
-fast-pathed op against the numpy path and torch, forward and backward, around the size
-threshold; the switches (EMBER_EAGER_KERNELS, no C compiler, failures, recursion) and the
-on-disk cache across processes."""
+"""The eager fast path through compiler-generated kernels (ember/backends/native.py, built by
+ember/compiler/eager_kernels.py): each fast-pathed op against the numpy path and torch, forward
+and backward, around the size threshold; the switches (EMBER_EAGER_KERNELS, no C compiler,
+failures, recursion) and the on-disk cache across processes."""
 
 import os
 import subprocess
@@ -15,7 +15,8 @@ import torch
 
 import ember
 from ember.backends import native
-from ember.compiler import runtime
+from ember.codegen.c import runtime
+from ember.compiler import eager_kernels
 from tests.oracle import assert_same, check, rand
 
 N = native.MIN_ELEMENTS
@@ -33,8 +34,8 @@ OPS = {
 # shapes around the threshold (elements: N - 32, N, 3 N) plus edge shapes of the row kernels
 SHAPES = [(N // 64 - 1, 2, 32), (N // 64, 2, 32), (3, 2, N // 2), (1, N, 2), (N, 1, 2),
           (2, N // 2, 1)]
-# native calls per forward + backward in float64 (native.py _PAYS64: exact GELU and softmax's
-# backward; float64 tanh-GELU, log_softmax and softmax's forward stay on numpy)
+# native calls per forward + backward in float64 (eager_kernels.py _PAYS64: exact GELU and
+# softmax's backward; float64 tanh-GELU, log_softmax and softmax's forward stay on numpy)
 NATIVE64 = {"gelu": 2, "softmax_last": 1, "softmax_mid": 1, "softmax_first": 1}
 TOL = {ember.float32: {"rtol": 1e-5, "atol": 1e-5}, ember.float64: {"rtol": 1e-13, "atol": 1e-13}}
 
@@ -72,9 +73,9 @@ def test_native_matches_numpy_and_torch(name, shape, dtype, numpy_path, monkeypa
     fn = OPS[name]
     x = rand(*shape, dtype=dtype, low=-6, high=6, seed=1)
     g = rand(*shape, dtype=dtype, seed=2)
-    before = native.STATS["calls"]
+    before = eager_kernels.STATS["calls"]
     y, gx = _fwd_bwd(fn, x, g)
-    used = native.STATS["calls"] - before
+    used = eager_kernels.STATS["calls"] - before
     big = x.numel() >= N
     expect = 0 if not big else 2 if dtype == ember.float32 else NATIVE64.get(name, 0)
     assert used == expect, f"{used} native calls, expected {expect}"
@@ -91,9 +92,9 @@ def test_native_matches_numpy_and_torch(name, shape, dtype, numpy_path, monkeypa
 def test_noncontiguous(name, numpy_path):
     x = rand(64, 3, 400, noncontig=True, low=-5, high=5, requires_grad=True)
     assert not x.is_contiguous()
-    before = native.STATS["calls"]
+    before = eager_kernels.STATS["calls"]
     check(OPS[name], None, x, atol=1e-5 if name.startswith("gelu") else None)  # as above
-    assert native.STATS["calls"] > before
+    assert eager_kernels.STATS["calls"] > before
     y = OPS[name](ember, x.detach())
     _close(y, numpy_path(OPS[name], ember, x.detach()), **TOL[ember.float32])
 
@@ -123,9 +124,9 @@ def test_nan_inf(name, dtype, numpy_path):
 @pytest.mark.parametrize("name", ["softmax_last", "log_softmax_mid"])
 def test_half_softmax_forward(name, dtype):
     x = rand(N // 64, 4, 16, dtype=dtype)
-    before = native.STATS["calls"]
+    before = eager_kernels.STATS["calls"]
     check(OPS[name], None, x, grad=False, rtol=1e-2, atol=1e-2)
-    assert native.STATS["calls"] == before + 1  # computed in float32 natively
+    assert eager_kernels.STATS["calls"] == before + 1  # computed in float32 natively
 
 
 @pytest.mark.parametrize("shape", [(0, N), (N, 0, 3)], ids=str)
@@ -137,17 +138,17 @@ def test_empty(name, shape):
 def test_env_var_off(monkeypatch):
     monkeypatch.setenv("EMBER_EAGER_KERNELS", "0")
     x = rand(4 * N, requires_grad=True)
-    before = dict(native.STATS)
+    before = dict(eager_kernels.STATS)
     check(OPS["gelu"], None, x)
     check(OPS["softmax_last"], None, x.detach().reshape(8, -1).requires_grad_())
-    assert native.STATS == before
+    assert eager_kernels.STATS == before
 
 
 @pytest.fixture
 def fresh_kernels():
-    native.clear()
+    eager_kernels.clear()
     yield
-    native.clear()  # later tests rebuild from the disk cache
+    eager_kernels.clear()  # later tests rebuild from the disk cache
 
 
 def test_no_c_compiler(monkeypatch, fresh_kernels, tmp_path, numpy_path):
@@ -171,7 +172,7 @@ def test_build_failure_remembered(monkeypatch, fresh_kernels):
         calls.append(a)
         raise runtime.CompileError("rejected")
 
-    monkeypatch.setattr(native, "_build", broken)
+    monkeypatch.setattr(eager_kernels, "_build", broken)
     x = rand(8, N // 4)
     for _ in range(3):
         check(OPS["softmax_last"], None, x)
@@ -179,11 +180,11 @@ def test_build_failure_remembered(monkeypatch, fresh_kernels):
 
 
 def test_recursion_guard():
-    native._LOCAL.busy = True
+    eager_kernels._LOCAL.busy = True
     try:
         assert native.kernel("gelu", np.float32, 1, approximate="none") is None
     finally:
-        native._LOCAL.busy = False
+        eager_kernels._LOCAL.busy = False
     assert native.kernel("gelu", np.float32, 1, approximate="none") is not None
 
 
@@ -197,11 +198,11 @@ def test_under_compile():
 
 _CHILD = textwrap.dedent("""
     import ember, json
-    from ember.backends import native
-    from ember.compiler import cache
+    from ember.codegen import cache
+    from ember.compiler import eager_kernels
     x = ember.randn(64, 1024)
     ember.softmax(x, -1)
-    print(json.dumps({"calls": native.STATS["calls"], **cache.STATS}))
+    print(json.dumps({"calls": eager_kernels.STATS["calls"], **cache.STATS}))
 """)
 
 

@@ -13,6 +13,7 @@ import weakref
 
 import numpy as np
 
+from .._tensor import Size, Tensor, _wrap, wrap_np
 from ..backends.cpu import quiet
 from .grad_mode import state as _state
 
@@ -24,26 +25,8 @@ _FREED = ("Trying to backward through the graph a second time (or directly acces
           "calling backward.")
 
 
-_TENSOR: list = []
 # gradient dtypes AccumulateGrad adds in place with numpy directly (the result of add_ exactly)
 _ADD_IN_PLACE = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
-_SIZE: list = []
-
-
-def _size_cls():
-    """ember.Size (imported on first use, like the Tensor class)."""
-    if not _SIZE:
-        from .._tensor import Size
-        _SIZE.append(Size)
-    return _SIZE[0]
-
-
-def _tensor_cls():
-    """The Tensor class (imported on first use: _tensor imports this package)."""
-    if not _TENSOR:
-        from .._tensor import Tensor
-        _TENSOR.append(Tensor)
-    return _TENSOR[0]
 
 
 # ---------------------------------------------------------------------- saved values
@@ -53,7 +36,7 @@ class TensorMeta:
     __slots__ = ("shape", "dtype")
 
     def __init__(self, t):
-        self.shape = (_SIZE[0] if _SIZE else _size_cls())(t._data.shape)
+        self.shape = Size(t._data.shape)
         self.dtype = t._dtype
 
     @property
@@ -117,7 +100,6 @@ class SavedOutput:
         self.version = self.vc[0]
 
     def unpack(self, node):
-        from .._tensor import _wrap
         if self.vc[0] != self.version:
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an "
@@ -339,7 +321,7 @@ class AccumulateGrad(Node):
         else:
             acc = t.grad
             a = acc._data
-            if type(acc) is type(g) is _tensor_cls() and acc._dtype is g._dtype and \
+            if type(acc) is type(g) is Tensor and acc._dtype is g._dtype and \
                     a.dtype in _ADD_IN_PLACE and a.shape == g._data.shape and a.flags.writeable:
                 np.add(a, g._data, out=a)  # acc.add_(g) without the dispatch: every step, per leaf
                 acc._bump()
@@ -379,8 +361,6 @@ def edge_of(t):
 def record(op, args, kwargs, inputs, outs) -> None:
     """Attach an OpNode for one op call to its outputs. Runs once per op call on tensors that
     require grad, so the common cases are written out inline."""
-    Tensor = _TENSOR[0] if _TENSOR else _tensor_cls()
-    Size = _SIZE[0] if _SIZE else _size_cls()
     node = OpNode(op)
     edges = []
     in_meta = []
@@ -454,7 +434,6 @@ def snapshot_saved(node, t) -> None:
     s = node.args[0]
     if not isinstance(s, SavedTensor) or s.tensor is not t:
         return
-    from .._tensor import _wrap
     c = _wrap(t._data.copy(), t._dtype)
     c.grad_fn, c._out_idx, c._leaf_rg, c._acc = t.grad_fn, t._out_idx, t._leaf_rg, t._acc
     node.args[0] = SavedTensor(c)
@@ -467,7 +446,6 @@ def rebase_history(t, result) -> None:
         return
     base = t._base
     pos = _view_positions(base, t)
-    from .._tensor import wrap_np
     pos_t = wrap_np(pos)
     node = CopySlices(pos_t)
     node.edges = [edge_of(base), edge_of(result)]
@@ -657,7 +635,6 @@ def _as_list(x):
 
 
 def _root_grads(outputs, grad_outputs, create_graph):
-    Tensor = _tensor_cls()
     grads = []
     grad_outputs = _as_list(grad_outputs) or [None] * len(outputs)
     if len(grad_outputs) != len(outputs):
@@ -723,7 +700,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """``ember.autograd.grad``: gradients of ``outputs`` with respect to ``inputs``."""
-    Tensor = _tensor_cls()
     single = isinstance(inputs, Tensor)
     inputs = _as_list(inputs)
     outputs = _as_list(outputs)
@@ -759,3 +735,27 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             g = g.sum_to_size(t.shape)
         result.append(g)
     return tuple(result)
+
+
+# ---------------------------------------------------------------------- Tensor's entry points
+# Tensor sits below autograd: the engine binds the methods that reach it onto the class.
+def _tensor_retain_grad(self) -> None:
+    if self.grad_fn is None:
+        if not self._leaf_rg:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        return
+    if not self._retains_grad:
+        retain_grad(self)
+
+
+def _tensor_register_hook(self, hook):
+    return register_tensor_hook(self, hook)
+
+
+def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+Tensor.retain_grad = _tensor_retain_grad
+Tensor.register_hook = _tensor_register_hook
+Tensor.backward = _tensor_backward

@@ -49,8 +49,9 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                 rows[k].append(g if g is not None else x.new_zeros(x.shape))
         per_in = []
         for k, x in enumerate(ins):
-            from .. import stack
-            st = stack(rows[k]) if rows[k] else x.new_zeros((0,) + tuple(x.shape))
+            st = x.new_zeros((len(rows[k]),) + tuple(x.shape))  # the rows stacked (autograd
+            for j, g in enumerate(rows[k]):                     # sits below the op table)
+                st[j] = g
             per_in.append(st.reshape(tuple(o.shape) + tuple(x.shape)))
         result.append(per_in[0] if single_in else tuple(per_in))
     return result[0] if single_out else tuple(result)

@@ -16,6 +16,8 @@ import sys
 
 import numpy as np
 
+from ..codegen.c import runtime
+
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 
@@ -148,6 +150,9 @@ def register_openmp(lib) -> None:
     _OPENMP.append(fn)
     if _EXPLICIT[0]:
         fn(num_threads())
+
+
+runtime.ON_LOAD.append(register_openmp)  # set_num_threads reaches the kernels' OpenMP runtime
 
 
 def _pool():

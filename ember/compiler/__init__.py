@@ -9,6 +9,7 @@ from .graph import Graph, GraphModule
 from .stance import set_stance
 from .symbolic import (ConstraintViolationError, SymInt, mark_dynamic, mark_static,
                        maybe_mark_dynamic)
+from . import eager_kernels  # noqa: F401  (registers eager ops' generated kernels: backends/native)
 
 __all__ = ["compile", "reset", "disable", "is_compiling", "list_backends", "set_stance",
            "config", "counters", "InvalidBackend", "Unsupported", "OptimizedModule", "Graph",

@@ -14,12 +14,12 @@ from typing import Any
 
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
+from ..codegen.c.runtime import CompileError, CompilerUnavailable
 from ..nn.modules.module import Module
 from . import capture, guards, pytree, stance, symbolic
 from .capture import GraphBreak
 from .graph import Graph, GraphModule, interpret, with_writebacks
 from .passes import run_pipeline
-from .runtime import CompileError, CompilerUnavailable
 from .._dispatch import STATE
 
 log = logging.getLogger("ember.compiler")
@@ -710,6 +710,14 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False,
     if not callable(model):
         raise RuntimeError("compile(): model must be callable")
     return CompiledFunction(model, backend, fullgraph, dynamic, opts)
+
+
+def _compile_module(self: Module, *args, **kwargs) -> None:
+    """``Module.compile(*args, **kwargs)``: compile the module's ``forward`` in place."""
+    self.forward = compile(self.forward, *args, **kwargs)
+
+
+Module.compile = _compile_module  # bound from here: nn sits below the compiler
 
 
 def reset() -> None:

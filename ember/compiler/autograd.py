@@ -250,9 +250,8 @@ def _multi_output_backward(n: Node, outs: list, ctx: Callable[[bool], _TraceCtx]
             return _run_rule(n, outs, ctx)
         except (TypeError, AttributeError):
             pass
-    import ember
-    outs = [g if g is not None else ember.zeros(m.shape, dtype=m.dtype)
-            for g, m in zip(outs, n.meta)]
+    from ..ops.creation import zeros
+    outs = [g if g is not None else zeros(m.shape, dtype=m.dtype) for g, m in zip(outs, n.meta)]
     return _run_rule(n, outs, ctx)
 
 
@@ -310,8 +309,8 @@ def make_training_callable(out_metas: list[TensorMeta], fwd: Callable, bwd: Call
         def backward(ctx, *grads):
             if _grad_state.enabled:
                 return _double_backward(ctx, grads)
-            import ember
-            grads = [g if g is not None else ember.zeros(m.shape, dtype=m.dtype)
+            from ..ops.creation import zeros
+            grads = [g if g is not None else zeros(m.shape, dtype=m.dtype)
                      for g, m in zip(grads, out_metas)]
             gin = bwd(*[s.unpack() for s in ctx.saved_values], *grads, *constants)
             res: list = [None] * n_inputs
@@ -323,8 +322,7 @@ def make_training_callable(out_metas: list[TensorMeta], fwd: Callable, bwd: Call
         if graph is None:
             raise RuntimeError("ember.compile does not support double backward "
                                "(create_graph=True) through this compiled graph")
-        import ember
-
+        from ..autograd.engine import grad
         from .graph import interpret
         now = default_generator.get_state() if random else None
         if random:
@@ -338,8 +336,8 @@ def make_training_callable(out_metas: list[TensorMeta], fwd: Callable, bwd: Call
         targets = [ctx.inputs[i] for i in wanted]
         res: list = [None] * n_inputs
         if pairs and targets:
-            gin = ember.autograd.grad([o for o, _ in pairs], targets, [g for _, g in pairs],
-                                      create_graph=True, allow_unused=True)
+            gin = grad([o for o, _ in pairs], targets, [g for _, g in pairs], create_graph=True,
+                       allow_unused=True)
             for i, g in zip(wanted, gin):
                 res[i] = g
         return tuple(res)

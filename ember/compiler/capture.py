@@ -96,6 +96,7 @@ class Proxy(Tensor):
     """A symbolic tensor of a trace: metadata and a graph node, never data."""
 
     _aliased = False  # a graph input, a view, or viewed: in-place writes would be visible
+    _traced = True
 
     @property
     def _data(self):  # metadata reads work; anything needing values is a graph break

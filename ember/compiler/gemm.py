@@ -195,7 +195,7 @@ def pool() -> Pool | None:
 
 
 def _probe() -> Pool | None:
-    from .runtime import CompileError, CompilerUnavailable, build, compiler_flags, \
+    from ..codegen.c.runtime import CompileError, CompilerUnavailable, build, compiler_flags, \
         find_c_compiler
     found = _find_blas()
     cc = find_c_compiler()

@@ -12,12 +12,12 @@ import numpy as np
 from .. import _dtype as D
 from .._tensor import _wrap
 from ..autograd.grad_mode import no_grad
+from ..codegen.c.runtime import build_many
 from . import gemm, pytree
 from .codegen_c import generate, translation_units, unit_source
 from .fusion import plan as make_plan
 from .graph import Graph, Node
 from .lower import contiguous_strides
-from .runtime import build_many
 
 
 # Generated C per extra compiler process: below this a graph builds as one unit (starting a

@@ -623,8 +623,9 @@ def size_carrier(n: int):
     generated code bind the int's symbol from a dimension like every other symbol."""
     t = _CARRIERS.get(n)
     if t is None:
-        import ember
-        t = ember.zeros((), dtype=ember.uint8).expand(n)
+        from .._dtype import uint8
+        from ..ops.creation import zeros
+        t = zeros((), dtype=uint8).expand(n)
         if len(_CARRIERS) > 256:
             _CARRIERS.clear()
         _CARRIERS[n] = t

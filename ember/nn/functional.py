@@ -206,13 +206,13 @@ def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: fl
                    dim: int = -1) -> Tensor:
     """gumbel_softmax(logits, tau=1, hard=False, dim=-1) -> Tensor: softmax((logits + g) / tau)
     with Gumbel noise g; ``hard`` returns one-hot samples whose gradient is the soft one's."""
-    import ember
-    gumbels = -ember.empty_like(logits).exponential_().log()
+    from ..ops.creation import empty_like, zeros_like
+    gumbels = -empty_like(logits).exponential_().log()
     y = _softmax((logits + gumbels) / tau, dim)
     if not hard:
         return y
     index = y.argmax(dim, keepdim=True)
-    y_hard = ember.zeros_like(logits).scatter_(dim, index, 1.0)
+    y_hard = zeros_like(logits).scatter_(dim, index, 1.0)
     return y_hard - y.detach() + y
 
 
@@ -389,6 +389,7 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
               out: Tensor | None = None) -> Tensor:
     """normalize(input, p=2.0, dim=1, eps=1e-12) -> Tensor: input / max(||input||_p, eps)
     along ``dim``."""
-    import ember
-    denom = ember.linalg.vector_norm(input, p, dim, keepdim=True).clamp_min(eps)
-    return ember.div(input, denom.expand_as(input), out=out)
+    from ..ops.binary import div
+    from ..ops.linalg_norm import vector_norm
+    denom = vector_norm(input, p, dim, keepdim=True).clamp_min(eps)
+    return div(input, denom.expand_as(input), out=out)

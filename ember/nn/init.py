@@ -96,7 +96,7 @@ def zeros_(tensor):
 def eye_(tensor):
     if tensor.ndimension() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
-    from .. import eye
+    from ..ops.creation import eye
     with no_grad():
         return tensor.copy_(eye(*tensor.shape, dtype=tensor.dtype))
 
@@ -168,7 +168,7 @@ def orthogonal_(tensor, gain: float = 1, generator=None):
 def sparse_(tensor, sparsity, std=0.01, generator=None):
     if tensor.ndimension() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
-    from .. import randperm
+    from ..ops.random import randperm
     rows, cols = tensor.shape
     zeros = int(math.ceil(sparsity * rows))
     with no_grad():

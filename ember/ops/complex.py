@@ -106,7 +106,6 @@ def _(input):
 
 @view_as_real.def_backward
 def _(ctx, g):
-    from .. import view_as_complex
     return view_as_complex(g.contiguous())
 
 
@@ -134,7 +133,6 @@ def _(input):
 
 @view_as_complex.def_backward
 def _(ctx, g):
-    from .. import view_as_real
     return view_as_real(g)
 
 

@@ -237,8 +237,8 @@ def _soft_target_ce(input, target, logp, cdim, weight, ignore_index, reduction, 
 def _pair(input, target, reduction, size_average, reduce, kernel_name):
     _warn_target_size(input, target, stacklevel=4)
     reduction = get_reduction(reduction, size_average, reduce)
-    import ember
-    x, y = ember.broadcast_tensors(input, target)
+    from .shape import broadcast_tensors
+    x, y = broadcast_tensors(input, target)
     if kernel_name:
         _float_only(kernel_name, x)
     return x, y, reduction
@@ -493,8 +493,8 @@ def _triplet(anchor, positive, negative, dist, margin, swap, reduction):
     d_pos = dist(anchor, positive)
     d_neg = dist(anchor, negative)
     if swap:  # the harder of the two negatives' distances
-        import ember
-        d_neg = ember.minimum(d_neg, dist(positive, negative))
+        from .binary import minimum
+        d_neg = minimum(d_neg, dist(positive, negative))
     return reduce_loss((d_pos - d_neg + margin).clamp_min(0), reduction)
 
 
@@ -519,7 +519,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
                       reduction: str = "mean") -> Tensor:
     """multi_margin_loss(input, target, p=1, margin=1, weight=None, reduction='mean') -> Tensor:
     sum over classes j != y of max(0, margin - x[y] + x[j])^p / C (times weight[y])."""
-    import ember
+    from .creation import tensor
     reduction = get_reduction(reduction, size_average, reduce)
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
@@ -539,7 +539,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     t = target._data.reshape(n)
     if t.size and (t.min() < 0 or t.max() >= c):
         raise RuntimeError("target out of range")
-    is_y = ember.tensor(t[:, None] == np.arange(c))
+    is_y = tensor(t[:, None] == np.arange(c))
     x_y = where(is_y, x, 0).sum(-1, keepdim=True)
     z = (x - x_y + margin).clamp_min(0)
     z = where(is_y, 0, z if p == 1 else z * z)
@@ -557,7 +557,7 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
     class j (``target`` rows list class indices, ended by the first -1; a class listed twice
     counts twice) and each unlisted class k, max(0, 1 - (x[j] - x[k])), summed and divided by
     the number of classes C."""
-    import ember
+    from .creation import tensor
     reduction = get_reduction(reduction, size_average, reduce)
     if tuple(target.shape) != tuple(input.shape) or input.ndim > 2:
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
@@ -572,7 +572,7 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
     x = input.reshape(-1, c)
     pair = (1 - x.unsqueeze(-1) + x.unsqueeze(-2)).clamp_min(0)  # [row, j, k]
     times = counts[:, :, None] * (counts[:, None, :] == 0)
-    loss = (pair * ember.tensor(times, dtype=input.dtype)).sum((-2, -1)) / c
+    loss = (pair * tensor(times, dtype=input.dtype)).sum((-2, -1)) / c
     return reduce_loss(loss.reshape(tuple(input.shape[:-1])), reduction)
 
 
@@ -600,11 +600,11 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var, full: bool = False,
                       eps: float = 1e-6, reduction: str = "mean") -> Tensor:
     """gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction='mean') -> Tensor:
     0.5 (log var + (input - target)^2 / var), var clamped below by eps (without autograd)."""
-    import ember
+    from .creation import full_like
     if not isinstance(var, Tensor):
         if var < 0:
             raise ValueError("var has negative entry/entries")
-        var = ember.full_like(input, float(var))
+        var = full_like(input, float(var))
     elif bool((var < 0).any()):
         raise ValueError("var has negative entry/entries")
     if tuple(var.shape) != tuple(input.shape):

@@ -41,14 +41,14 @@ def _type_name(npdt) -> str:
 def bernoulli_like(shape, p: float, dtype) -> Tensor:
     """A tensor of ``shape`` whose entries are 1 with probability ``p`` and 0 otherwise, drawn
     from ember's generator."""
-    import ember
-    return ember.empty(tuple(shape), dtype=dtype).bernoulli_(p)
+    from .creation import empty
+    return empty(tuple(shape), dtype=dtype).bernoulli_(p)
 
 
 def uniform_like(input: Tensor, low: float, high: float) -> Tensor:
     """Noise shaped like ``input``, uniform on [low, high), drawn from ember's generator."""
-    import ember
-    return ember.empty(tuple(input.shape), dtype=input.dtype).uniform_(low, high)
+    from .creation import empty
+    return empty(tuple(input.shape), dtype=input.dtype).uniform_(low, high)
 
 
 # ---------------------------------------------------------------------- linear layers
@@ -326,8 +326,7 @@ feature_alpha_dropout_ = _dropout_variant("feature_alpha_dropout_", True, True, 
 
 # ---------------------------------------------------------------------- distances
 def _float_common(x1, x2):
-    import ember
-    dt = ember.result_type(x1, x2)
+    dt = D.result_type(x1, x2)
     if not dt.is_floating_point:
         raise RuntimeError(f"expected common dtype to be floating point, yet common dtype is "
                            f"{D.TYPE_NAME[dt]}")
@@ -338,13 +337,14 @@ def _float_common(x1, x2):
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """cosine_similarity(x1, x2, dim=1, eps=1e-8) -> Tensor: x1.x2 / (|x1| |x2|) along dim, each
     norm clamped below by eps."""
-    import ember
+    from .linalg_norm import vector_norm
+    from .shape import broadcast_tensors
     x1, x2 = _float_common(x1, x2)
-    x1, x2 = ember.broadcast_tensors(x1, x2)
+    x1, x2 = broadcast_tensors(x1, x2)
     # Normalise each side first (keeps the result in [-1, 1]); the clamp is applied without
     # autograd, so the gradient is that of the unclamped norm, as in PyTorch.
-    n1 = ember.linalg.vector_norm(x1, 2, dim, keepdim=True).clone()
-    n2 = ember.linalg.vector_norm(x2, 2, dim, keepdim=True).clone()
+    n1 = vector_norm(x1, 2, dim, keepdim=True).clone()
+    n2 = vector_norm(x2, 2, dim, keepdim=True).clone()
     with no_grad():
         n1.clamp_min_(eps)
         n2.clamp_min_(eps)
@@ -356,10 +356,9 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
                       keepdim: bool = False) -> Tensor:
     """pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False) -> Tensor: the p-norm of
     x1 - x2 + eps over the last dimension."""
-    import ember
+    from .linalg_norm import vector_norm
     last = max(x1.ndim, x2.ndim) - 1
-    return ember.linalg.vector_norm(x1 - x2 + eps, p, last if last >= 0 else None,
-                                    keepdim=keepdim)
+    return vector_norm(x1 - x2 + eps, p, last if last >= 0 else None, keepdim=keepdim)
 
 
 # numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
@@ -367,15 +366,16 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
 def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     """pdist(input, p=2) -> Tensor: p-norm distances between all pairs of rows i < j of a 2-D
     input, in row-major order of (i, j)."""
-    import ember
+    from .creation import tensor
+    from .linalg_norm import vector_norm
     if input.ndim != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
     if p < 0:
         raise RuntimeError("pdist only supports non-negative p values")
     n = input.shape[0]
     i, j = np.triu_indices(n, 1)
-    ii, jj = ember.tensor(i), ember.tensor(j)
-    return ember.linalg.vector_norm(input[ii] - input[jj], p, -1)
+    ii, jj = tensor(i), tensor(j)
+    return vector_norm(input[ii] - input[jj], p, -1)
 
 
 @takes_tensors("x1", "x2")
@@ -383,7 +383,7 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
           compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
     """cdist(x1, x2, p=2.0) -> Tensor: p-norm distances between each row of x1 and each row of
     x2, batched over leading dimensions: (B, P, M) x (B, R, M) -> (B, P, R)."""
-    import ember
+    from .linalg_norm import vector_norm
     for name, x in (("X1", x1), ("X2", x2)):
         if x.ndim < 2:
             raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: {x.ndim}D")
@@ -395,7 +395,7 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
     if not (x1.is_floating_point() and x2.is_floating_point()):
         raise RuntimeError(f"cdist only supports floating-point dtypes, X1 got: "
                            f"{D.TYPE_NAME[x1.dtype]}")
-    return ember.linalg.vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, -1)
+    return vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, -1)
 
 
 # ---------------------------------------------------------------------- attention
@@ -411,7 +411,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     (N, ..., S, Ev). A bool mask marks the positions that take part; a float mask is added.
     ``is_causal`` masks keys after each query (top-left aligned). Fully masked rows give zeros.
     """
-    import ember
+    from .linalg import matmul
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
                            "when is_causal=True")
@@ -439,7 +439,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         if hq != hk:
             key, value = _repeat_heads(key, hq // hk), _repeat_heads(value, hq // hk)
     s = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = ember.matmul(query * s, key.transpose(-2, -1))
+    scores = matmul(query * s, key.transpose(-2, -1))
     if is_causal:  # as an additive bias, built once per shape and dtype
         attn_mask = _causal_bias(L, S, query.dtype)
     if attn_mask is not None:
@@ -449,7 +449,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     weights = _safe_softmax(scores, -1)
     if dropout_p > 0:
         weights = _dropout(weights, dropout_p, True, False, False, False)
-    return ember.matmul(weights, value)
+    return matmul(weights, value)
 
 
 _CAUSAL: dict = {}

@@ -17,10 +17,10 @@ as many temporaries.
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 
+from .. import _dtype as D
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from .arguments import takes_tensors
@@ -82,8 +82,7 @@ def _live(g):
     compiler traces, a present ``g`` counts as live: a traced value has no data to read."""
     if g is None:
         return None
-    cap = sys.modules.get("ember.compiler.capture")  # imported only once the compiler is used
-    if cap is not None and (STATE.tracing > 0 or isinstance(g, cap.Proxy)):
+    if STATE.tracing > 0 or g._traced:
         return g
     return g if g._data.any() else None
 
@@ -270,8 +269,7 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
     input / sqrt(mean(input^2) + eps) * weight; eps defaults to finfo(input.dtype).eps."""
     _shape_arg("rms_norm", normalized_shape)
     if eps is None:
-        import ember
-        eps = ember.finfo(input.dtype).eps
+        eps = D.finfo(input.dtype).eps
     return _fused_rms_norm(input, tuple(normalized_shape), weight, eps)[0]
 
 

@@ -109,14 +109,14 @@ class _StorageProbe:
     def _value(self, root: Node, chain: list[Node]):
         """The chain run eagerly, at the compiling call's sizes (symbolic sizes are read at
         their hints, which records no guard)."""
-        import ember
-
+        from ...autograd.grad_mode import no_grad
+        from ...ops.creation import empty
         from ..symbolic import evaluate
         key = id(chain[-1]) if chain else id(root)
         if key in self.values:
             return self.values[key]
         if not chain:
-            v = ember.empty(evaluate(tuple(root.meta.shape)), dtype=root.meta.dtype)
+            v = empty(evaluate(tuple(root.meta.shape)), dtype=root.meta.dtype)
         else:
             c, x = chain[-1], self._value(root, chain[:-1])
             if c.kind == "getitem":
@@ -128,9 +128,9 @@ class _StorageProbe:
 
                 def arg(n: Node):
                     return x if n is base else \
-                        ember.empty(evaluate(tuple(n.meta.shape)), dtype=n.meta.dtype)
+                        empty(evaluate(tuple(n.meta.shape)), dtype=n.meta.dtype)
                 args, kwargs = pytree.map_leaves((c.args, c.kwargs), Node, arg)
-                with ember.no_grad():
+                with no_grad():
                     v = c.target(*_hinted(args), **_hinted(kwargs))
         self.values[key] = v
         return v

@@ -27,7 +27,7 @@ def _canonical_mask(mask: Tensor | None, mask_name: str, other_type, other_name:
                       "Use same type for both instead.", stacklevel=3)
     if mask.is_floating_point():
         return mask
-    from ... import zeros_like
+    from ...ops.creation import zeros_like
     return zeros_like(mask, dtype=target_type).masked_fill_(mask, float("-inf"))
 
 
@@ -194,7 +194,8 @@ class MultiheadAttention(Module):
 
     def _attend(self, query, key, value, key_padding_mask, need_weights, attn_mask,
                 average_attn_weights, is_causal):
-        from ... import cat, zeros
+        from ...ops.creation import zeros
+        from ...ops.joining import cat
         tgt_len, bsz, embed_dim = query.shape
         if embed_dim != self.embed_dim:
             raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but "
@@ -246,7 +247,7 @@ class MultiheadAttention(Module):
             attn_mask = kpm if attn_mask is None else attn_mask + kpm
         p = self.dropout if self.training else 0.0
         if need_weights:
-            from ... import baddbmm, bmm
+            from ...ops.linalg import baddbmm, bmm
             scores = (baddbmm(attn_mask, q * math.sqrt(1.0 / hd), k.transpose(-2, -1))
                       if attn_mask is not None else bmm(q * math.sqrt(1.0 / hd),
                                                         k.transpose(-2, -1)))

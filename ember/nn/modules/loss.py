@@ -319,7 +319,7 @@ class TripletMarginWithDistanceLoss(_Loss):
                                "the same number of dimensions, but got: anchor "
                                f"{dims[0]}D, positive {dims[1]}D, and negative {dims[2]}D "
                                "inputs")
-        from ... import minimum
+        from ...ops.binary import minimum
         d_pos = self.distance_function(anchor, positive)
         d_neg = self.distance_function(anchor, negative)
         if self.swap:
@@ -361,7 +361,7 @@ class MultiMarginLoss(_WeightedLoss):
         self.margin = margin
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        from ... import ones_like
+        from ...ops.creation import ones_like
         if input.dim() not in (1, 2) or input.numel() == 0 and input.dim() != 2:
             raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch "
                                f"size, but got: {list(input.shape)}")

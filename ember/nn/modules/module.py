@@ -1,5 +1,5 @@
 """Module: parameters, buffers and submodules registered by attribute assignment; state_dict;
-train/eval; hooks; device and dtype moves."""
+train/eval; hooks; device and dtype moves. ``Module.compile`` is bound by ``ember.compiler``."""
 
 from __future__ import annotations
 
@@ -434,19 +434,19 @@ class Module:
         return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
 
     def float(self) -> Module:
-        from ... import float32
+        from ..._dtype import float32
         return self._cast(float32)
 
     def double(self) -> Module:
-        from ... import float64
+        from ..._dtype import float64
         return self._cast(float64)
 
     def half(self) -> Module:
-        from ... import float16
+        from ..._dtype import float16
         return self._cast(float16)
 
     def bfloat16(self) -> Module:
-        from ... import bfloat16
+        from ..._dtype import bfloat16
         return self._cast(bfloat16)
 
     def type(self, dst_type) -> Module:
@@ -636,10 +636,6 @@ class Module:
             else:
                 main += "\n  " + "\n  ".join(lines) + "\n"
         return main + ")"
-
-    def compile(self, *args, **kwargs):
-        from ... import compile as _compile
-        self.forward = _compile(self.forward, *args, **kwargs)
 
 
 def _size_repr(shape) -> str:

@@ -43,7 +43,7 @@ class _NormBase(Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device=None,
                  dtype=None, *, bias: bool = True) -> None:
-        from ... import ones, tensor, zeros
+        from ...ops.creation import ones, tensor, zeros
         super().__init__()
         self.num_features = num_features
         self.eps = eps
@@ -86,7 +86,7 @@ class _NormBase(Module):
         if local_metadata.get("version") is None and self.track_running_stats:
             key = prefix + "num_batches_tracked"
             if key not in state_dict:
-                from ... import tensor
+                from ...ops.creation import tensor
                 state_dict[key] = (self.num_batches_tracked
                                    if self.num_batches_tracked is not None
                                    else tensor(0, dtype=_dtype.int64))

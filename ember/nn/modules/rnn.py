@@ -28,7 +28,7 @@ _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 # ---------------------------------------------------------------------- one time step
 def _lstm_gates(gates: Tensor, c: Tensor, hidden: int) -> tuple[Tensor, Tensor]:
     """New (h, c) from the pre-activation gates (B, 4H) = x W_ih^T + h W_hh^T + biases."""
-    from ... import addcmul
+    from ...ops.binary import addcmul
     i, f, _, o = gates.sigmoid().chunk(4, 1)  # one sigmoid pass; g's slice is unused
     g = gates.narrow(1, 2 * hidden, hidden).tanh()
     c = addcmul(f * c, i, g)
@@ -38,7 +38,7 @@ def _lstm_gates(gates: Tensor, c: Tensor, hidden: int) -> tuple[Tensor, Tensor]:
 def _gru_gates(x_rz: Tensor, x_n: Tensor, h_proj: Tensor, h: Tensor, hidden: int) -> Tensor:
     """New h from the input projections (r|z part and n part, input biases included) and
     h_proj = h W_hh^T + b_hh; the n gate sees r * (W_hn h + b_hn), as in PyTorch."""
-    from ... import addcmul
+    from ...ops.binary import addcmul
     h_rz, h_n = h_proj.split([2 * hidden, hidden], 1)
     r, z = (x_rz + h_rz).sigmoid().chunk(2, 1)
     n = addcmul(x_n, r, h_n).tanh()
@@ -196,7 +196,7 @@ class RNNBase(Module):
 
     def _run(self, input: Tensor, h0: Tensor, c0: Tensor | None):
         """The stacked recurrence over a batched input; returns (output, h_n, c_n)."""
-        from ... import cat, stack
+        from ...ops.joining import cat, stack
         x = input.transpose(0, 1) if self.batch_first else input
         if x.size(0) == 0:
             raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
@@ -220,7 +220,8 @@ class RNNBase(Module):
     def _direction(self, x: Tensor, h: Tensor, c: Tensor | None, names: list[str],
                    reverse: bool):
         """One layer in one direction over (T, B, I); returns (outputs (T, B, H), h, c)."""
-        from ... import addmm, stack
+        from ...ops.joining import stack
+        from ...ops.linalg import addmm
         params = [getattr(self, n) for n in names]
         w_ih, w_hh = params[0], params[1]
         b_ih, b_hh = (params[2], params[3]) if self.bias else (None, None)
@@ -255,7 +256,7 @@ class RNNBase(Module):
         return stack(outs), h, None
 
     def _zeros(self, input: Tensor, size: int) -> Tensor:
-        from ... import zeros
+        from ...ops.creation import zeros
         batch = input.size(0) if self.batch_first else input.size(1)
         return zeros((self.num_layers * (2 if self.bidirectional else 1), batch, size),
                      dtype=input.dtype)
@@ -403,7 +404,7 @@ class RNNCellBase(Module):
 
     def _prepare(self, name: str, input: Tensor, states) -> tuple[Tensor, list, bool]:
         """Checks; batches an unbatched call; zero states where none are given."""
-        from ... import zeros
+        from ...ops.creation import zeros
         if input.dim() not in (1, 2):
             raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D "
                              "instead")

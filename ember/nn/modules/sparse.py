@@ -110,7 +110,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
 
     Written with ember ops (embedding lookup, then index_add / scatter_reduce per bag), so it
     is differentiable like any composition; empty bags give zeros."""
-    from ... import arange, tensor, zeros
+    from ...ops.creation import arange, tensor, zeros
     if per_sample_weights is not None and tuple(input.shape) != tuple(per_sample_weights.shape):
         raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) is "
                          f"not None, then it must have the same shape as the input "

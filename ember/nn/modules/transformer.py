@@ -20,7 +20,9 @@ from .normalization import LayerNorm
 
 def _generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor:
     """(sz, sz) float mask: 0 on and below the diagonal, -inf above (future positions)."""
-    from ... import full, get_default_dtype, triu
+    from ..._dtype import get_default_dtype
+    from ...ops.creation import full
+    from ...ops.linalg_struct import triu
     dtype = dtype if dtype is not None else get_default_dtype()
     return triu(full((sz, sz), float("-inf"), dtype=dtype, device=device), diagonal=1)
 

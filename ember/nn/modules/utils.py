@@ -34,6 +34,6 @@ def factory(device=None, dtype=None) -> dict:
 
 def empty_param(*shape, device=None, dtype=None, requires_grad: bool = True):
     """An uninitialised Parameter; ``reset_parameters`` fills it."""
-    from ... import empty
+    from ...ops.creation import empty
     from ..parameter import Parameter
     return Parameter(empty(shape, device=device, dtype=dtype), requires_grad)

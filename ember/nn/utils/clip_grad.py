@@ -20,7 +20,8 @@ def _grads(tensors):
 def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = False,
                    foreach=None) -> Tensor:
     """The norm of all the given tensors together, as if concatenated into one vector."""
-    from ... import stack, tensor
+    from ...ops.creation import tensor
+    from ...ops.joining import stack
     from ...linalg import vector_norm
     ts = _grads(tensors)
     norm_type = float(norm_type)

@@ -11,7 +11,7 @@ def _check(params):
 
 
 def parameters_to_vector(parameters) -> Tensor:
-    from ... import cat
+    from ...ops.joining import cat
     _check(parameters)
     return cat([p.reshape(-1) for p in parameters])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 def pad_sequence(sequences, batch_first: bool = False, padding_value: float = 0.0,
                  padding_side: str = "right"):
     """Stack tensors of shape (L_i, *) into (max L, B, *) (or (B, max L, *)), padding."""
-    from ... import full
+    from ...ops.creation import full
     if padding_side not in ("left", "right"):
         raise ValueError(f"Expected padding_side to be one of left or right, but got "
                          f"{padding_side}.")
@@ -22,10 +22,10 @@ def pad_sequence(sequences, batch_first: bool = False, padding_value: float = 0.
         pad = longest - n
         if pad:
             filler = out[i, :pad] if padding_side == "left" else out[i, n:]
-            from ... import cat
+            from ...ops.joining import cat
             rows.append(cat([filler, s]) if padding_side == "left" else cat([s, filler]))
         else:
             rows.append(s)
-    from ... import stack
+    from ...ops.joining import stack
     res = stack(rows)
     return res if batch_first else res.transpose(0, 1)

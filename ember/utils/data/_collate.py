@@ -7,6 +7,11 @@ import re
 
 import numpy as np
 
+from ..._dtype import float64, int64
+from ..._tensor import Tensor
+from ...ops.creation import as_tensor, tensor
+from ...ops.joining import stack
+
 _NP_STR = re.compile(r"[SaUO]")
 _MSG = ("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
         "found {}")
@@ -14,7 +19,6 @@ _MSG = ("default_collate: batch must contain tensors, numpy arrays, numbers, dic
 
 def default_convert(data):
     """Numpy arrays and numbers to tensors, recursively (no batching)."""
-    from ... import Tensor, as_tensor
     if isinstance(data, Tensor):
         return data
     if isinstance(data, np.ndarray) and not _NP_STR.search(data.dtype.str):
@@ -36,7 +40,6 @@ def default_convert(data):
 
 def default_collate(batch):
     """Stack tensors, arrays and numbers along a new first dimension; recurse into containers."""
-    from ... import Tensor, as_tensor, float64, int64, stack, tensor
     elem = batch[0]
     if isinstance(elem, Tensor):
         return stack(batch, 0)

@@ -94,8 +94,8 @@ class _Fetcher:
 
 def _worker_loop(fetcher_args, index_q, result_q, seed, init_fn, worker_id, num_workers):
     global _worker_info
-    import ember
-    ember.manual_seed(seed)
+    from ..._random import manual_seed
+    manual_seed(seed)
     random.seed(seed)
     dataset = fetcher_args[0]
     _worker_info = WorkerInfo(worker_id, num_workers, seed, dataset)
@@ -219,7 +219,8 @@ class DataLoader:
         return _MultiProcessIter(self)
 
     def _base_seed(self) -> int:
-        from ... import empty, int64
+        from ..._dtype import int64
+        from ...ops.creation import empty
         return int(empty((), dtype=int64).random_(generator=self.generator).item())
 
 

@@ -122,7 +122,7 @@ class Subset(Dataset):
 
 def random_split(dataset, lengths, generator=None):
     """Split into non-overlapping random subsets; lengths may be counts or fractions."""
-    from ... import randperm
+    from ...ops.random import randperm
     n = len(dataset)
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
         counts = [int(math.floor(n * f)) for f in lengths]

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sized
 
+from ..._dtype import float64, int64
+from ..._random import Generator
+from ...ops.creation import as_tensor, empty
+from ...ops.random import multinomial, randint, randperm
+
 
 class Sampler:
     def __init__(self, data_source=None):
@@ -16,7 +21,6 @@ class Sampler:
 def _generator(generator):
     """The generator a sampler draws from: the given one, or a fresh one seeded from ember's
     default RNG (so ``ember.manual_seed`` makes shuffling reproducible, as in PyTorch)."""
-    from ... import Generator, empty, int64
     if generator is not None:
         return generator
     seed = int(empty((), dtype=int64).random_().item())
@@ -51,7 +55,6 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
-        from ... import randint, randperm, int64
         n = len(self.data_source)
         g = _generator(self.generator)
         if self.replacement:
@@ -73,7 +76,6 @@ class SubsetRandomSampler(Sampler):
         self.indices, self.generator = indices, generator
 
     def __iter__(self):
-        from ... import randperm
         for i in randperm(len(self.indices), generator=self.generator).tolist():
             yield self.indices[i]
 
@@ -83,7 +85,6 @@ class SubsetRandomSampler(Sampler):
 
 class WeightedRandomSampler(Sampler):
     def __init__(self, weights, num_samples: int, replacement: bool = True, generator=None):
-        from ... import as_tensor, float64
         if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
             raise ValueError("num_samples should be a positive integer value, but got "
                              f"num_samples={num_samples}")
@@ -98,7 +99,6 @@ class WeightedRandomSampler(Sampler):
         self.replacement, self.generator = replacement, generator
 
     def __iter__(self):
-        from ... import multinomial
         yield from multinomial(self.weights, self.num_samples, self.replacement,
                                generator=self.generator).tolist()
 

@@ -9,10 +9,15 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 
-from . import cache
+from ..._version import __version__
+from .. import cache
 
 _PROBED: dict = {}
+# Called with each kernel library loaded. Layers above register here (backends/cpu.py hands
+# the library's OpenMP runtime to set_num_threads).
+ON_LOAD: list[Callable[[ctypes.CDLL], None]] = []
 
 
 class CompilerUnavailable(RuntimeError):
@@ -129,8 +134,6 @@ def build_many(sources: list[str], openmp: bool = True) -> list[ctypes.CDLL]:
     """Compile several translation units at once, one compiler process each, running side by
     side (a big graph's kernels split into units build in about 1/cores of the time); every
     unit goes through the cache on its own. Raises CompileError once all have finished."""
-    from .. import __version__
-
     cc = find_c_compiler()
     if cc is None:
         raise CompilerUnavailable("no C compiler found on PATH (looked for $CC, cc, gcc, clang)")
@@ -179,7 +182,6 @@ _ENV_LOCK = threading.Lock()
 
 
 def _load(path: str) -> ctypes.CDLL:
-    from ..backends import cpu
     with _ENV_LOCK:
         scoped = "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
         if scoped:
@@ -189,7 +191,8 @@ def _load(path: str) -> ctypes.CDLL:
         finally:
             if scoped:
                 del os.environ["GOMP_SPINCOUNT"]
-    cpu.register_openmp(lib)  # set_num_threads reaches the kernels' OpenMP runtime
+    for hook in ON_LOAD:
+        hook(lib)
     return lib
 
 
