@@ -543,7 +543,7 @@ def mvlgamma(xp, input: "Tensor", p: int):
 
 @mvlgamma.def_backward
 def _(ctx, g):
-    from .. import arange
+    from .creation import arange
     x, p = ctx.input, ctx.p
     j = arange(p, dtype=x.dtype) / 2
     return g * (x.unsqueeze(-1) - j).digamma().sum(-1)
