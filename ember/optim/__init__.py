@@ -9,4 +9,8 @@ from .adamax import Adamax  # noqa: F401
 from .nadam import NAdam  # noqa: F401
 from .radam import RAdam  # noqa: F401
 from .muon import Muon  # noqa: F401
+from .adadelta import Adadelta  # noqa: F401
+from .asgd import ASGD  # noqa: F401
+from .rprop import Rprop  # noqa: F401
+from ._adafactor import Adafactor  # noqa: F401
 from . import lr_scheduler  # noqa: F401
