@@ -14,4 +14,4 @@ from .asgd import ASGD  # noqa: F401
 from .rprop import Rprop  # noqa: F401
 from ._adafactor import Adafactor  # noqa: F401
 from .lbfgs import LBFGS  # noqa: F401
-from . import lr_scheduler  # noqa: F401
+from . import lr_scheduler, swa_utils  # noqa: F401
