@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from .. import _dtype as D
 from ..ops.creation import tensor, zeros, zeros_like
-from ._util import check_lr, scalar_dtype, upgrade_state
-from .optimizer import Optimizer, grads_of, value
+from ._util import check_lr, scalar_dtype, scalar_or_tensor, upgrade_state
+from .optimizer import Optimizer, grads_of
 
 
 class Adafactor(Optimizer):
@@ -57,7 +57,8 @@ class Adafactor(Optimizer):
 
     @staticmethod
     def _update_group(group, items):
-        lr, d, wd = value(group["lr"]), group["d"], group["weight_decay"]
+        # a tensor lr stays a tensor, so the step size is computed in its dtype as in PyTorch
+        lr, d, wd = scalar_or_tensor(group["lr"]), group["d"], group["weight_decay"]
         beta2_decay = group["beta2_decay"]
         eps1, eps2 = group["eps"]
         for p, g, state in items:

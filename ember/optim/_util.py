@@ -27,6 +27,12 @@ def check_lr(lr, message: str = "Invalid learning rate: {}") -> None:
         raise ValueError(message.format(lr))
 
 
+def scalar_or_tensor(x):
+    """A hyperparameter as PyTorch's optimizers read it: a Python number as is, a 1-element
+    tensor as a 0-dim tensor (so arithmetic with it keeps the tensor's dtype)."""
+    return x.reshape(()) if isinstance(x, Tensor) and x.dim() != 0 else x
+
+
 def as_real(*tensors):
     """Complex tensors as views of (real, imaginary) pairs; real tensors unchanged."""
     from ..ops.complex import view_as_real

@@ -3,8 +3,9 @@ running average ``ax`` of the iterates that starts after step ``t0``."""
 
 from __future__ import annotations
 
+from .._tensor import Tensor
 from ..ops.creation import ones, tensor, zeros_like
-from ._util import as_real, check_lr, scalar_dtype, upgrade_state, zero_step
+from ._util import as_real, check_lr, scalar_dtype, scalar_or_tensor, upgrade_state, zero_step
 from .optimizer import Optimizer, check_range, grads_of, value
 
 _FLAGS = dict(foreach=None, maximize=False, differentiable=False, capturable=False)
@@ -29,7 +30,7 @@ class ASGD(Optimizer):
 
     def _update(self):
         for group in self.param_groups:
-            lr, lambd, alpha = value(group["lr"]), group["lambd"], group["alpha"]
+            lr, lambd, alpha = scalar_or_tensor(group["lr"]), group["lambd"], group["alpha"]
             t0, wd = group["t0"], group["weight_decay"]
             for p, g in grads_of(group):
                 if g.is_sparse:
@@ -37,7 +38,7 @@ class ASGD(Optimizer):
                 state = self.state[p]
                 if not state:
                     state["step"] = zero_step()
-                    state["eta"] = tensor(lr, dtype=scalar_dtype())
+                    state["eta"] = tensor(value(lr), dtype=scalar_dtype())
                     state["mu"] = ones((), dtype=scalar_dtype())
                     state["ax"] = zeros_like(p)
                 step, eta, mu = state["step"], state["eta"], state["mu"]
@@ -56,5 +57,10 @@ class ASGD(Optimizer):
                 else:
                     ax.copy_(p)
                 t = step.item()
-                eta.fill_(lr / ((1 + lambd * lr * t) ** alpha))
+                # with a tensor lr this is tensor arithmetic in its dtype, as in PyTorch
+                new_eta = lr / ((1 + lambd * lr * t) ** alpha)
+                if isinstance(new_eta, Tensor):
+                    eta.copy_(new_eta)
+                else:
+                    eta.fill_(new_eta)
                 mu.fill_(1 / max(1, t - t0))
