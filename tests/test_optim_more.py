@@ -408,3 +408,24 @@ def test_lbfgs_errors_and_closure_grad_mode():
             loss = opt.step(closure)
         assert float(loss.detach()) == 2.0 and opt.state[a]["func_evals"] == 3
         assert opt.param_groups[0]["max_eval"] == 3
+
+
+@pytest.mark.parametrize("name", ["Adadelta", "ASGD", "Rprop", "Adafactor", "LBFGS"])
+def test_signature_and_flag_keywords_match_torch(name):
+    """The constructor's parameters (names, kinds, defaults) are PyTorch's, and the
+    foreach/maximize/capturable/differentiable flags it takes land in the param groups."""
+    import inspect
+
+    def sig(cls):
+        return [(p.name, p.kind, p.default) for p in inspect.signature(cls).parameters.values()]
+
+    assert sig(getattr(ember.optim, name)) == sig(getattr(torch.optim, name))
+    flags = [k for k in ("foreach", "maximize", "capturable", "differentiable")
+             if k in inspect.signature(getattr(torch.optim, name)).parameters]
+    groups = []
+    for lib in (ember, torch):
+        opt = getattr(lib.optim, name)([lib.zeros(2, requires_grad=True)],
+                                       **{k: True for k in flags})
+        groups.append(opt.param_groups[0])
+    assert {k: v for k, v in groups[0].items() if k != "params"} == \
+        {k: v for k, v in groups[1].items() if k != "params"}
