@@ -36,6 +36,9 @@ from ._device import OutOfMemoryError  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 from .compiler import compile  # noqa: E402,F401
 from . import distributed, jit, onnx  # noqa: E402,F401
+from .ops.creation import (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor,  # noqa: E402,F401,E501
+                           ByteTensor, CharTensor, ShortTensor, IntTensor, LongTensor,
+                           BoolTensor)
 from . import _dynamo  # noqa: E402,F401
 from .ops.arguments import takes_tensors as _takes_tensors  # noqa: E402
 

@@ -78,7 +78,7 @@ class Tensor:
     __array_priority__ = 1000  # numpy defers binary operators to Tensor
 
     def __init__(self, *args, **kwargs):
-        raise TypeError("use ember.tensor(data) or a factory (ember.zeros, ...) to make tensors")
+        pass  # ``Tensor(...)`` is built by __new__: PyTorch's legacy constructor (ops/creation)
 
     # ------------------------------------------------------------------ metadata
     @property

@@ -24,6 +24,7 @@ import pickletools
 import struct
 import sys
 import tempfile
+import warnings
 import zipfile
 from contextlib import contextmanager
 
@@ -503,11 +504,33 @@ def _record_offset(zf: zipfile.ZipFile, info: zipfile.ZipInfo, raw) -> int:
     return info.header_offset + 30 + n + m
 
 
+def _weights_only(weights_only: bool | None, pickle_module) -> bool:
+    truthy = ("1", "y", "yes", "true")
+    force = os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in truthy
+    force_no = os.environ.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0").lower() in truthy
+    if force and force_no:
+        raise RuntimeError("Only one of `TORCH_FORCE_WEIGHTS_ONLY_LOAD` or "
+                           "`TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD` should be set, but both were set.")
+    if force:
+        return True
+    if weights_only is None:
+        if force_no:
+            warnings.warn("Environment variable TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD detected, since "
+                          "the `weights_only` argument was not explicitly passed to `torch.load`, "
+                          "forcing weights_only=False.", UserWarning, stacklevel=3)
+            return False
+        return pickle_module is None
+    return weights_only
+
+
 def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None = None,
          mmap: bool | None = None, **pickle_load_args):
-    """``ember.load(f, map_location=None, *, weights_only=True, mmap=False)``."""
-    if weights_only is None:
-        weights_only = pickle_module is None
+    """``ember.load(f, map_location=None, *, weights_only=True, mmap=False)``.
+
+    As PyTorch's: ``TORCH_FORCE_WEIGHTS_ONLY_LOAD`` (1/y/yes/true) forces ``weights_only``;
+    ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` turns it off where the call did not set it (with a
+    warning); both set is an error."""
+    weights_only = _weights_only(weights_only, pickle_module)
     if weights_only and pickle_module is not None:
         raise RuntimeError("Can not safely load weights when explicit pickle_module is "
                            "specified")

@@ -11,6 +11,7 @@ import pickle
 import typing
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -348,3 +349,65 @@ def test_onnx_export_writes_a_model():
     except ImportError:
         return
     onnx.checker.check_model(onnx.load_from_string(data))
+
+
+# ---------------------------------------------------------------------- constructors
+LEGACY = [((), {}), (([[1]],), {}), ((2, 3), {}), (([1, 2],), {}), (((2, 3),), {}),
+          (([True, False],), {}), ((0,), {}), ((2, 0), {}), (("size", (2, 3)), {}),
+          (("np", [1.5, 2.5]), {})]
+
+
+def _legacy_args(m, args):
+    if args and args[0] == "size":
+        return (m.Size(args[1]),)
+    if args and args[0] == "np":
+        return (np.array(args[1]),)
+    return args
+
+
+@pytest.mark.parametrize("name", ["Tensor", "FloatTensor", "DoubleTensor", "LongTensor",
+                                  "IntTensor", "BoolTensor", "ByteTensor", "HalfTensor",
+                                  "ShortTensor", "CharTensor", "BFloat16Tensor"])
+@pytest.mark.parametrize("case", range(len(LEGACY)))
+def test_legacy_constructors_like_torch(name, case):
+    args, _ = LEGACY[case]
+    got, want = (getattr(m, name)(*_legacy_args(m, args)) for m in (ember, torch))
+    assert tuple(got.shape) == tuple(want.shape) and got.dtype.name == str(want.dtype)[6:]
+    if args and not isinstance(args[0], int) and args[0] != "size":  # data: compare values
+        assert got.tolist() == want.tolist() if name != "BFloat16Tensor" else \
+            got.float().tolist() == want.float().tolist()
+
+
+def test_legacy_constructor_aliases_errors_and_isinstance():
+    for m in (ember, torch):
+        x = m.ones(2, requires_grad=True)
+        y = m.Tensor(x)
+        assert y is not x and y.requires_grad and y.data_ptr() == x.data_ptr()
+        y.sum().backward()
+        assert x.grad.tolist() == [1.0, 1.0]
+        z = m.ones(2, dtype=m.int64)
+        assert m.Tensor(z).dtype == m.int64
+        assert isinstance(m.ones(2), m.FloatTensor) and not isinstance(z, m.FloatTensor)
+        assert isinstance(z, m.LongTensor) and isinstance(y, m.Tensor)
+        assert isinstance(m.nn.Parameter(m.ones(1)), m.Tensor)
+    for bad in ((2.5,), ("ab",), (2, 3.0), ([1], [2])):
+        got, want = (_outcome(lambda: m.Tensor(*bad)) for m in (ember, torch))
+        assert got[1] == want[1] == "TypeError", (bad, got, want)
+    for m in (ember, torch):
+        with pytest.raises(RuntimeError, match="negative dimension"):
+            m.Tensor(-1)
+        with pytest.raises(TypeError):
+            m.FloatTensor(m.ones(2, dtype=m.int64))
+        with pytest.raises(TypeError):
+            m.Tensor([1], dtype=m.float64)
+
+
+@pytest.mark.parametrize("name", ["empty", "zeros", "ones", "rand", "randn"])
+def test_factories_take_size_by_keyword(name):
+    for m in (ember, torch):
+        assert tuple(getattr(m, name)(size=(2, 3)).shape) == (2, 3)
+        assert tuple(getattr(m, name)(size=[4]).shape) == (4,)
+        assert _outcome(lambda: getattr(m, name)(2, size=(3,)))[1] == "TypeError"
+    for method in ("new_zeros", "new_ones", "new_empty"):
+        for m in (ember, torch):
+            assert tuple(getattr(m.zeros(1), method)(size=(3, 2)).shape) == (3, 2)

@@ -246,3 +246,38 @@ def test_safetensors_round_trip(tmp_path):
     for k in tensors:
         assert_same(mine[k], back[k])
     assert to_numpy(ember.load(tmp_path / "t.safetensors")["w"]).sum() == 15
+
+
+def test_force_weights_only_environment_like_torch(tmp_path, monkeypatch):
+    """TORCH_FORCE_WEIGHTS_ONLY_LOAD forces weights-only loading even when the call turns it
+    off; TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD turns it off (with a warning) only where the call
+    did not say; both set is an error. Checked against torch on the same file."""
+    import fractions
+    import warnings
+
+    path = tmp_path / "obj.pt"
+    ember.save({"w": ember.ones(2), "frac": fractions.Fraction(1, 3)}, path)
+
+    def outcome(m, **kwargs):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            try:
+                r = m.load(path, **kwargs)
+                return "loaded", r["frac"], any("FORCE_NO" in str(x.message) for x in w)
+            except Exception as e:  # noqa: BLE001 - the type is compared
+                return type(e).__name__, None, False
+
+    cases = [({}, {}), ({"TORCH_FORCE_WEIGHTS_ONLY_LOAD": "1"}, {"weights_only": False}),
+             ({"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "yes"}, {}),
+             ({"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "true"}, {"weights_only": True}),
+             ({"TORCH_FORCE_WEIGHTS_ONLY_LOAD": "1", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"},
+              {})]
+    for env, kwargs in cases:
+        for k in ("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"):
+            monkeypatch.delenv(k, raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        got, want = outcome(ember, **kwargs), outcome(torch, **kwargs)
+        kinds = {"UnpicklingError": "refused", "WeightsUnpickler error": "refused"}
+        assert (kinds.get(got[0], got[0]), got[1], got[2]) == \
+            (kinds.get(want[0], want[0]), want[1], want[2]), (env, kwargs, got, want)

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .._device import check_device
-from .._tensor import Tensor, _wrap
+from .._tensor import Size, Tensor, _wrap
 from ..autograd.grad_mode import state as _grad_state
 from .bind import tensor_method
 from .registry import op
@@ -18,9 +18,15 @@ FACTORY = ("factory",)
 PUBLIC = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zero_"]
 
 
-def _size(size, op: str | None = None) -> tuple:
-    """``zeros(2, 3)``, ``zeros((2, 3))``, ``zeros([2, 3])`` and ``zeros(Size)`` all mean (2, 3);
-    with ``op``, no size at all (``zeros()``) is PyTorch's TypeError (``zeros(())`` is 0-d)."""
+def _size(size, op: str | None = None, keyword=None) -> tuple:
+    """``zeros(2, 3)``, ``zeros((2, 3))``, ``zeros([2, 3])``, ``zeros(Size)`` and
+    ``zeros(size=(2, 3))`` (``keyword``) all mean (2, 3); with ``op``, no size at all
+    (``zeros()``) is PyTorch's TypeError (``zeros(())`` is 0-d), and so is a size given both
+    ways."""
+    if keyword is not None:
+        if size:
+            raise TypeError(f"{op}() got multiple values for argument 'size'")
+        size = (keyword,)
     if not size and op is not None:
         raise TypeError(f'{op}() missing 1 required positional arguments: "size"')
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
@@ -176,26 +182,98 @@ def from_dlpack(ext_tensor) -> Tensor:
     return from_numpy(np.from_dlpack(ext_tensor))
 
 
+# ---------------------------------------------------------------------- legacy constructors
+def _legacy(dtype: D.dtype, name: str, args: tuple, device) -> Tensor:
+    """PyTorch's legacy constructors (``ember.Tensor``, ``FloatTensor``, ...): ``T(data)`` a
+    copy of a sequence or array at ``dtype``; ``T(*sizes)`` or ``T(Size)`` uninitialised;
+    ``T(tensor)`` an alias of the tensor (same memory, differentiable); ``T()`` empty."""
+    check_device(device)
+    if not args:
+        return empty(0, dtype=dtype)
+    if len(args) == 1:
+        a = args[0]
+        if isinstance(a, Tensor):
+            if name != "Tensor" and a._dtype is not dtype:
+                raise TypeError(f"{name}(): expected a {D.TYPE_NAME[dtype]} tensor (got "
+                                f"{D.TYPE_NAME[a._dtype]})")
+            return a.view(a.shape)  # an alias: same memory, and differentiable (as PyTorch)
+        if isinstance(a, Size):
+            return empty(tuple(a), dtype=dtype)
+        if isinstance(a, (list, tuple, np.ndarray)):
+            return tensor(a, dtype=dtype)
+        if isinstance(a, str) or not isinstance(a, numbers.Integral) or isinstance(a, bool):
+            what = "invalid data type" if isinstance(a, str) else "data must be a sequence (got"
+            close = f"'{type(a).__name__}'" if isinstance(a, str) else f"{type(a).__name__})"
+            raise TypeError(f"new(): {what} {close}")
+    for i, a in enumerate(args):
+        if not isinstance(a, numbers.Integral) or isinstance(a, bool):
+            got = ", ".join(type(v).__name__ for v in args)
+            raise TypeError(f"new() received an invalid combination of arguments - got ({got}), "
+                            f"but expected sizes (*int), data (a sequence) or a Tensor: argument "
+                            f"{i + 1} is {type(a).__name__}")
+    return empty(_size(args), dtype=dtype)
+
+
+def _tensor_new(cls, *args, device=None):
+    if cls is not Tensor:  # subclasses (Parameter, the compiler's Proxy) make themselves
+        return object.__new__(cls)
+    return _legacy(D.get_default_dtype(), "Tensor", args, device)
+
+
+Tensor.__new__ = staticmethod(_tensor_new)  # ``ember.Tensor(...)``: bound from here (a layer
+# above _tensor), as the op table binds the methods
+
+
+class _LegacyType(type):
+    """The class of ``ember.FloatTensor`` and its kin: calling one is its legacy constructor;
+    ``isinstance(t, ember.FloatTensor)`` asks whether t is a float32 tensor, as in PyTorch."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, Tensor) and obj._dtype is cls.dtype
+
+    def __call__(cls, *args, device=None):
+        return _legacy(cls.dtype, cls.__name__, args, device)
+
+
+def _legacy_type(name: str, dtype: D.dtype) -> _LegacyType:
+    return _LegacyType(name, (), {"dtype": dtype, "__doc__": f"{name}(data | *sizes): legacy "
+                                  f"constructor of {D.TYPE_NAME[dtype]} tensors"})
+
+
+FloatTensor = _legacy_type("FloatTensor", D.float32)
+DoubleTensor = _legacy_type("DoubleTensor", D.float64)
+HalfTensor = _legacy_type("HalfTensor", D.float16)
+BFloat16Tensor = _legacy_type("BFloat16Tensor", D.bfloat16)
+ByteTensor = _legacy_type("ByteTensor", D.uint8)
+CharTensor = _legacy_type("CharTensor", D.int8)
+ShortTensor = _legacy_type("ShortTensor", D.int16)
+IntTensor = _legacy_type("IntTensor", D.int32)
+LongTensor = _legacy_type("LongTensor", D.int64)
+BoolTensor = _legacy_type("BoolTensor", D.bool_)
+LEGACY_TYPES = (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, ByteTensor, CharTensor,
+                ShortTensor, IntTensor, LongTensor, BoolTensor)
+
+
 # ---------------------------------------------------------------------- sized factories
 @op(tags=FACTORY, method=False, differentiable=False)
-def empty(xp, *size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
-          pin_memory=False, memory_format=None):
+def empty(xp, *sizes, size=None, out=None, dtype=None, layout=None, device=None,
+          requires_grad=False, pin_memory=False, memory_format=None):
     check_device(device)
-    return xp.empty(_size(size, "empty"), _np_dtype(dtype))
+    return xp.empty(_size(sizes, "empty", size), _np_dtype(dtype))
 
 
 @op(tags=FACTORY, method=False, differentiable=False)
-def zeros(xp, *size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
-          pin_memory=False):
+def zeros(xp, *sizes, size=None, out=None, dtype=None, layout=None, device=None,
+          requires_grad=False, pin_memory=False):
     check_device(device)
-    return xp.zeros(_size(size, "zeros"), _np_dtype(dtype))
+    return xp.zeros(_size(sizes, "zeros", size), _np_dtype(dtype))
 
 
 @op(tags=FACTORY, method=False, differentiable=False)
-def ones(xp, *size, out=None, dtype=None, layout=None, device=None, requires_grad=False,
-         pin_memory=False):
+def ones(xp, *sizes, size=None, out=None, dtype=None, layout=None, device=None,
+         requires_grad=False, pin_memory=False):
     check_device(device)
-    return xp.ones(_size(size, "ones"), _np_dtype(dtype))
+    return xp.ones(_size(sizes, "ones", size), _np_dtype(dtype))
 
 
 def _fill_dtype(fill_value):
@@ -248,9 +326,9 @@ def empty_strided(xp, size, stride, *, dtype=None, layout=None, device=None,
 
 def _new(name, factory):
     @tensor_method(name)
-    def method(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
-               pin_memory=False):
-        return factory(_size(size), dtype or self._dtype, requires_grad)
+    def method(self, *sizes, size=None, dtype=None, device=None, requires_grad=False,
+               layout=None, pin_memory=False):
+        return factory(_size(sizes, name, size), dtype or self._dtype, requires_grad)
     return method
 
 

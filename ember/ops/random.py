@@ -100,17 +100,6 @@ def _float_dtype(dtype, kernel: str, complex_ok: bool = True) -> D.dtype:
     return dt
 
 
-def _shape(name: str, sizes: tuple, size) -> tuple:
-    """``f(2, 3)``, ``f((2, 3))`` or ``f(size=(2, 3))``."""
-    if size is not None:
-        if sizes:
-            raise TypeError(f"{name}(): the size was given both positionally and as size=")
-        sizes = (size,)
-    if not sizes:
-        raise TypeError(f"{name}() missing 1 required positional argument: 'size'")
-    return _size(sizes)
-
-
 def _int_arg(name: str, arg: str, v) -> int:
     if isinstance(v, Tensor) and v.dtype.kind in "uib" and v.numel() == 1:
         v = v.item()
@@ -174,7 +163,7 @@ def rand(xp, *sizes, size=None, generator=None, out=None, dtype=None, layout=Non
     """``ember.rand(*size, *, generator=None, dtype=None, ...)``: uniform samples on [0, 1)."""
     check_device(device)
     dt = _float_dtype(dtype, "check_uniform_bounds")
-    return _rand(xp, _shape("rand", sizes, size), dt, numpy_generator(generator, "rand"))
+    return _rand(xp, _size(sizes, "rand", size), dt, numpy_generator(generator, "rand"))
 
 
 def _rand(xp, shape, dt, rng):
@@ -188,7 +177,7 @@ def randn(xp, *sizes, size=None, generator=None, out=None, dtype=None, layout=No
     (complex: real and imaginary parts each of variance 1/2)."""
     check_device(device)
     dt = _float_dtype(dtype, "normal_kernel_cpu")
-    return _randn(xp, _shape("randn", sizes, size), dt, numpy_generator(generator, "randn"))
+    return _randn(xp, _size(sizes, "randn", size), dt, numpy_generator(generator, "randn"))
 
 
 def _randn(xp, shape, dt, rng):
@@ -484,7 +473,7 @@ def _same_as_input(input, *args, **kwargs) -> tuple:
 
 def _sized_meta(name: str):
     def meta(*sizes, size=None, dtype=None, **kwargs):
-        return _shape(name, sizes, size), dtype or D.get_default_dtype()
+        return _size(sizes, name, size), dtype or D.get_default_dtype()
     return meta
 
 
