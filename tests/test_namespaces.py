@@ -165,10 +165,20 @@ def _train(m, steps=7, inf_at=(2, 3), **kwargs):
     return seen, scaler.state_dict()
 
 
+def _same_training(got, want):
+    """The schedule exactly (scale, tracker, skipped steps, state_dict); the parameters within
+    float32 rounding (the model's products are BLAS sums, which differ by CPU)."""
+    (gs, gd), (ws, wd) = got, want
+    assert gd == wd
+    for g, w in zip(gs, ws):
+        assert g[:3] == w[:3]
+        np.testing.assert_allclose(g[3], w[3], rtol=1e-4, atol=1e-5)
+
+
 def test_grad_scaler_matches_torch():
-    assert _train(ember) == _train(torch)
-    assert _train(ember, growth_factor=4.0, backoff_factor=0.25) == \
-        _train(torch, growth_factor=4.0, backoff_factor=0.25)
+    _same_training(_train(ember), _train(torch))
+    _same_training(_train(ember, growth_factor=4.0, backoff_factor=0.25),
+                   _train(torch, growth_factor=4.0, backoff_factor=0.25))
 
 
 def test_grad_scaler_scales_nested_outputs_and_state_round_trips():
