@@ -28,6 +28,7 @@ globals().update(_FORMATS)  # preserve_format, contiguous_format, channels_last,
 _ops.bind_namespace(globals())
 
 from . import linalg, nn, optim, random, utils, serialization  # noqa: E402,F401
+from . import multiprocessing  # noqa: E402,F401
 from . import amp, cuda  # noqa: E402,F401
 from . import accelerator  # noqa: E402,F401
 from .backends.cuda import (set_float32_matmul_precision,  # noqa: E402,F401

@@ -8,10 +8,13 @@ which sit in higher layers; what is written here are attributes and conversions.
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 
 from . import _dtype as D
 from ._device import CPU
+from .backends import cpu_shared
 
 
 class Size(tuple):
@@ -170,7 +173,9 @@ class Tensor:
         return self._dtype.is_signed
 
     def is_shared(self) -> bool:
-        return False
+        """Whether the storage lies in shared memory (``share_memory_``, or received from
+        another process)."""
+        return cpu_shared.is_shared(_root(self._data))
 
     def is_pinned(self) -> bool:
         return False
@@ -372,7 +377,9 @@ class Tensor:
     def pin_memory(self) -> "Tensor":
         return self
 
-    def share_memory_(self) -> "Tensor":
+    def share_memory_(self) -> Tensor:
+        """Move the storage into shared memory, in place; a no-op when it is shared already."""
+        share_memory([self])
         return self
 
 
@@ -386,6 +393,31 @@ def _root(a: np.ndarray) -> np.ndarray:
             a = b.base  # numpy's as_strided keeps its source behind a DummyArray
         else:
             return a
+
+
+def share_memory(tensors) -> None:
+    """Move the storages of ``tensors`` into shared memory blocks (``backends/cpu_shared``).
+
+    As in PyTorch the storage moves, not the tensor: every tensor over one of these storages
+    (views taken before, the tensor a Parameter was made from) is moved onto the new block with
+    its offset and strides, so views keep aliasing their base. The tensors over a storage are
+    found by one walk over the garbage collector's objects, which costs a few milliseconds per
+    call; ``Module.share_memory`` moves all its tensors in one call."""
+    old = {}
+    for t in tensors:
+        r = _root(t._data)
+        if not cpu_shared.is_shared(r):
+            old[id(r)] = r
+    if not old:
+        return
+    new = {k: cpu_shared.share(r) for k, r in old.items()}
+    for o in gc.get_objects() + list(tensors):
+        if issubclass(type(o), Tensor):  # type(): some objects warn when asked __class__
+            a = o.__dict__.get("_data")
+            if type(a) is np.ndarray:
+                r = _root(a)
+                if old.get(id(r)) is r:
+                    o._data = cpu_shared.rebase(a, r, new[id(r)])
 
 
 def _strides(a: np.ndarray) -> tuple:

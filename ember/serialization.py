@@ -27,12 +27,15 @@ import tempfile
 import warnings
 import zipfile
 from contextlib import contextmanager
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
 from . import _dtype as D
 from ._device import device
 from ._tensor import Size, Tensor, _root, _strides, _wrap
+from .backends import cpu_shared
+from .nn.parameter import Buffer
 
 _ALIGN = 64
 _STORAGE_NAME = {d: D.TYPE_NAME[d] + "Storage" for d in D.ALL}
@@ -57,6 +60,38 @@ def reduce_tensor(t: Tensor, proto: int):
 
 
 Tensor.__reduce_ex__ = reduce_tensor  # the pickler is registered from here: _tensor sits below
+
+
+# ---------------------------------------------------------------------- between processes
+def _rebuild_shared(fd, size, root_layout, layout, dtype_name: str, requires_grad: bool):
+    t = _wrap(cpu_shared.attach(fd, size, root_layout, layout), D._by_name(dtype_name))
+    if requires_grad:
+        t.requires_grad_()
+    return t
+
+
+def reduce_tensor_mp(t: Tensor):
+    """multiprocessing's reducer (``ForkingPickler``, used by its queues, pipes and process
+    arguments): a tensor whose storage is shared travels as a handle to the same memory (see
+    ``backends/cpu_shared``); any other tensor is copied, as by plain pickling. Plain
+    ``pickle``, ``copy`` and ``save`` never see this reducer."""
+    if t.requires_grad and not t.is_leaf:
+        raise RuntimeError(
+            "Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd "
+            "does not support crossing process boundaries.  If you just want to transfer the "
+            "data, call detach() on the tensor before serializing (e.g., putting it on the "
+            "queue).")
+    root = _root(t._data)
+    if not cpu_shared.is_shared(root):
+        return reduce_tensor(t, 2)
+    return (_rebuild_shared, (*cpu_shared.handle(t._data, root), t._dtype.name,
+                              t.requires_grad))
+
+
+# exact types only (how ForkingPickler looks reducers up); Parameter's own reducer pickles a
+# plain Tensor over its data, which comes back here
+for _cls in (Tensor, Buffer):
+    ForkingPickler.register(_cls, reduce_tensor_mp)
 
 
 def _rebuild_param(data: Tensor, requires_grad: bool, *args):

@@ -8,6 +8,7 @@ from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator
 
 from ..._tensor import Tensor
+from ..._tensor import share_memory as _share_memory
 from ...autograd.grad_mode import no_grad
 from ..parameter import Buffer, Parameter
 
@@ -461,6 +462,17 @@ class Module:
         return self
 
     def share_memory(self) -> Module:
+        """Move every parameter, gradient and buffer into shared memory (in place, one walk:
+        see ``_tensor.share_memory``), so processes given this module share them."""
+        ts = []
+        for m in self.modules():
+            for p in m._parameters.values():
+                if p is not None:
+                    ts.append(p)
+                    if p.grad is not None:
+                        ts.append(p.grad)
+            ts.extend(b for b in m._buffers.values() if b is not None)
+        _share_memory(ts)
         return self
 
     # ------------------------------------------------------------------ state_dict
