@@ -31,9 +31,6 @@ class Adafactor(Optimizer):
         super().__setstate__(state)
         upgrade_state(self, dict(foreach=None))
 
-    def step(self, closure=None):
-        return self._run_step(self._update, closure)
-
     def _update(self):
         for group in self.param_groups:
             items = []

@@ -26,9 +26,6 @@ class Adadelta(Optimizer):
         super().__setstate__(state)
         upgrade_state(self, _FLAGS)
 
-    def step(self, closure=None):
-        return self._run_step(self._update, closure)
-
     def _update(self):
         for group in self.param_groups:
             lr, rho, eps = value(group["lr"]), group["rho"], group["eps"]

@@ -25,9 +25,6 @@ class Adagrad(Optimizer):
                 state["step"] = new_step()
                 state["sum"] = full_like(p, group["initial_accumulator_value"])
 
-    def step(self, closure=None):
-        return self._run_step(self._update, closure)
-
     def _update(self):
         for group in self.param_groups:
             lr, decay, wd, eps = value(group["lr"]), group["lr_decay"], \

@@ -46,9 +46,6 @@ class Adam(Optimizer):
                                       capturable=capturable, differentiable=differentiable,
                                       fused=fused, decoupled_weight_decay=decoupled_weight_decay))
 
-    def step(self, closure=None):
-        return self._run_step(self._update, closure)
-
     def _update(self):
         for group in self.param_groups:
             lr, eps, wd = value(group["lr"]), group["eps"], group["weight_decay"]

@@ -14,9 +14,6 @@ class Adamax(Optimizer):
                                       foreach=foreach, maximize=maximize,
                                       differentiable=differentiable, capturable=capturable))
 
-    def step(self, closure=None):
-        return self._run_step(self._update, closure)
-
     def _update(self):
         for group in self.param_groups:
             lr, eps, wd = value(group["lr"]), group["eps"], group["weight_decay"]

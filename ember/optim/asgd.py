@@ -25,9 +25,6 @@ class ASGD(Optimizer):
         super().__setstate__(state)
         upgrade_state(self, _FLAGS, scalars=("step", "eta", "mu"))
 
-    def step(self, closure=None):
-        return self._run_step(self._update, closure)
-
     def _update(self):
         for group in self.param_groups:
             lr, lambd, alpha = scalar_or_tensor(group["lr"]), group["lambd"], group["alpha"]

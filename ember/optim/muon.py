@@ -50,9 +50,6 @@ class Muon(Optimizer):
                 if p.is_complex():
                     raise RuntimeError("Muon does not support complex parameters")
 
-    def step(self, closure=None):
-        return self._run_step(self._update, closure)
-
     def _update(self):
         for group in self.param_groups:
             lr, wd, mu = value(group["lr"]), group["weight_decay"], group["momentum"]

@@ -20,9 +20,6 @@ class NAdam(Optimizer):
                                       foreach=foreach, maximize=maximize,
                                       capturable=capturable, differentiable=differentiable))
 
-    def step(self, closure=None):
-        return self._run_step(self._update, closure)
-
     def _update(self):
         for group in self.param_groups:
             lr, eps, wd = value(group["lr"]), group["eps"], group["weight_decay"]

@@ -176,7 +176,13 @@ class Optimizer:
         return loss
 
     def step(self, closure=None):
-        raise NotImplementedError
+        """One update of every parameter with a gradient; ``closure`` (re-evaluating the loss)
+        runs first, with grad enabled, and its loss is returned. Subclasses write ``_update``
+        (run without grad, between the step hooks)."""
+        return self._run_step(self._update, closure)
+
+    def _update(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} defines no update")
 
     def register_step_pre_hook(self, hook):
         k = next(_hook_ids)

@@ -19,9 +19,6 @@ class RMSprop(Optimizer):
                                       capturable=capturable, foreach=foreach,
                                       maximize=maximize, differentiable=differentiable))
 
-    def step(self, closure=None):
-        return self._run_step(self._update, closure)
-
     def _update(self):
         for group in self.param_groups:
             lr, alpha, eps = value(group["lr"]), group["alpha"], group["eps"]

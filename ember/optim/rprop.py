@@ -25,9 +25,6 @@ class Rprop(Optimizer):
         super().__setstate__(state)
         upgrade_state(self, _FLAGS)
 
-    def step(self, closure=None):
-        return self._run_step(self._update, closure)
-
     def _update(self):
         for group in self.param_groups:
             eta_minus, eta_plus = group["etas"]
