@@ -9,6 +9,8 @@ clamp boundaries, ...).
 
 from __future__ import annotations
 
+import math
+
 import operator
 
 import numpy as np
@@ -97,7 +99,17 @@ def test_unary(name, dtype):
     # in torch, at the backward in ember (test_nan_to_num_complex_has_no_gradient)
     no_grad = (name == "sgn" and not dtype.startswith("complex") or
                name == "nan_to_num" and dtype.startswith("complex"))
-    compare(lambda m, x: getattr(m, name)(x), x, grad=None if no_grad else "all")
+    fn = lambda m, x: getattr(m, name)(x)  # noqa: E731
+    if name == "log2" and dtype.startswith("complex"):
+        # torch's scalar complex log2 (what an SSE-only CPU runs) divides log(z) by ln 2 + 0j,
+        # which turns the imaginary part of an infinite result into NaN; its vector kernel,
+        # ember and the definition give log(z) / ln 2 part by part: the oracle is that
+        def fn(m, x):
+            if m is ember:
+                return m.log2(x)
+            ln = m.log(x)
+            return m.complex(ln.real / math.log(2), ln.imag / math.log(2))
+    compare(fn, x, grad=None if no_grad else "all")
 
 
 # (op, low, high): a domain where the function is smooth, for gradients of random inputs

@@ -58,8 +58,16 @@ static inline float em_bf16_round(float f) { return em_bf16_load(em_bf16_store(f
    1.01 ulp, denormal results included). */
 #ifdef __FMA__  /* an explicit fused multiply-add where the target has one: exact, and fast */
 #define EM_MLA(a, b, c) fmaf(a, b, c)
+static inline float em_sq_err(float a, float p) { return fmaf(a, a, -p); }
 #else
 #define EM_MLA(a, b, c) ((a) * (b) + (c))
+/* a * a - p exactly, p being a * a rounded, without an fma (CPUs before AVX2): Dekker's
+   product, a split into 12-bit halves (Veltkamp) so that every partial product is exact.
+   Needs |a| < 2^115 (the split's 4097 a must not overflow) and no FP contraction. */
+static inline float em_sq_err(float a, float p) {
+    float c = 4097.0f * a, ah = c - (c - a), al = a - ah;
+    return ((ah * ah - p) + 2.0f * ah * al) + al * al;
+}
 #endif
 static inline float em_expf(float x) {
     /* x = n ln2 + r, |r| <= ln2 / 2: n is t's low bits once the shifter rounds x log2(e) */
@@ -137,7 +145,8 @@ static inline float em_erff(float x) {
    below zero. With z = |x| / sqrt 2, erfc(z) = exp(-z^2) R(z), R a rational of degrees 4 and 5
    (special.NCDF_N, NCDF_D: minimax relative error 6e-9 on [0, 10.5]; all coefficients
    positive, so Horner in z stays accurate). em_ncdf_parts returns R(z) / 2 and sets *e to
-   exp(-x^2 / 2), taken with x^2 as a float plus its rounding error (fma) so the lower tail
+   exp(-x^2 / 2), taken with x^2 as a float plus its exact rounding error (em_sq_err: an fma,
+   or Dekker's product where the CPU has no fma) so the lower tail
    keeps its relative precision; past |x| = 20, where erfc is 0 in float32, |x| is clamped
    (NaN stays). Phi is e R / 2 below zero and 1 - e R / 2 above; GELU's derivative
    Phi + x phi shares the exp, and GELU below zero multiplies x in before e (no intermediate
@@ -149,7 +158,7 @@ static inline float em_ncdf_parts(float x, float *e) {
     float z = ax * 0.70710678118654752f;
 @NCDF_N@
 @NCDF_D@
-    float hi = ax * ax, lo = EM_MLA(ax, ax, -hi);
+    float hi = ax * ax, lo = em_sq_err(ax, hi);
     float ex = em_expf(-0.5f * hi);
     *e = EM_MLA(ex, -0.5f * lo, ex);
     return 0.5f * n / d;
