@@ -13,8 +13,8 @@ import gc
 import numpy as np
 
 from . import _dtype as D
-from ._device import CPU
 from .backends import cpu_shared
+from .backends.cpu import BACKEND as _CPU
 
 
 class Size(tuple):
@@ -62,7 +62,9 @@ MEMORY_FORMATS = {n: _Named(n) for n in ("preserve_format", "contiguous_format",
 class Tensor:
     """An n-dimensional array on a device, with autograd history.
 
-    Internal state: ``_data`` (numpy array, possibly a view), ``_dtype``, ``_vc`` (the version
+    Internal state: ``_data`` (the backend's array, possibly a view), ``_backend`` (the
+    Backend of its device, ``ember/backends/base.py``: every question about the array's memory
+    goes to it), ``_dtype``, ``_vc`` (the version
     counter, a one-item list shared by every tensor over the same storage), ``_base`` (the
     tensor a view was taken from), ``grad_fn``/``_out_idx`` (the autograd node and which of its
     outputs this is), ``_leaf_rg`` (a leaf that requires grad).
@@ -78,6 +80,7 @@ class Tensor:
     _acc = None  # the AccumulateGrad node of a leaf, made on first use
     _retains_grad = False
     _traced = False  # True on the compiler's traced values (metadata only, no data to read)
+    _backend = _CPU  # a class default: set per tensor only on other devices
     __array_priority__ = 1000  # numpy defers binary operators to Tensor
 
     def __init__(self, *args, **kwargs):
@@ -99,7 +102,7 @@ class Tensor:
 
     @property
     def device(self):
-        return CPU
+        return self._backend.device_of(self._data)
 
     is_cuda = False
     is_sparse = False
@@ -137,27 +140,24 @@ class Tensor:
 
     def stride(self, dim: int | None = None):
         a = self._data
-        st = _strides(a)
+        st = self._backend.strides(a)
         return st if dim is None else st[_wrap_dim(dim, a.ndim, "stride")]
 
     def storage_offset(self) -> int:
-        a = self._data
-        root = _root(a)
-        return (a.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // max(
-            a.itemsize, 1)
+        return self._backend.storage_offset(self._data)
 
     def data_ptr(self) -> int:
-        return self._data.__array_interface__["data"][0]
+        return self._backend.data_ptr(self._data)
 
     def untyped_storage(self):
-        return _root(self._data)
+        return self._backend.storage(self._data)
 
     def is_contiguous(self, memory_format=None) -> bool:
         a = self._data
         if a.size <= 1:
             return True
         expect = 1
-        for n, s in zip(reversed(a.shape), reversed(_strides(a))):
+        for n, s in zip(reversed(a.shape), reversed(self._backend.strides(a))):
             if n != 1 and s != expect:
                 return False
             expect *= n
@@ -175,7 +175,7 @@ class Tensor:
     def is_shared(self) -> bool:
         """Whether the storage lies in shared memory (``share_memory_``, or received from
         another process)."""
-        return cpu_shared.is_shared(_root(self._data))
+        return self._backend is _CPU and cpu_shared.is_shared(_CPU.storage(self._data))
 
     def is_pinned(self) -> bool:
         return False
@@ -234,7 +234,7 @@ class Tensor:
         return self._retains_grad
 
     def detach(self) -> "Tensor":
-        t = _wrap(self._data, self._dtype)
+        t = _wrap(self._data, self._dtype, self._backend)
         t._vc = self._version_counter()  # shares storage, but is no autograd view
         return t
 
@@ -253,11 +253,12 @@ class Tensor:
             raise TypeError(f"data must be a Tensor, got {type(new).__name__}")
         self._data = new._data
         self._dtype = new._dtype
+        self._backend = new._backend
         self._vc = new._version_counter()
 
     # ------------------------------------------------------------------ conversions
     def item(self):
-        a = self._data
+        a = self._backend.to_host(self._data)
         if a.size != 1:
             raise RuntimeError(
                 f"a Tensor with {a.size} elements cannot be converted to Scalar")
@@ -265,7 +266,7 @@ class Tensor:
         return v
 
     def tolist(self):
-        a = self._data
+        a = self._backend.to_host(self._data)
         if self._dtype is D.bfloat16:
             a = a.astype(np.float32)
         return a.tolist()
@@ -274,13 +275,16 @@ class Tensor:
         if self.requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
+        if self._backend is not _CPU:
+            raise TypeError(f"can't convert {self.device.type} device type tensor to numpy. Use "
+                            "Tensor.cpu() to copy the tensor to host memory first.")
         return self._data.copy() if force else self._data
 
     def __array__(self, dtype=None, copy=None):
         if self.requires_grad:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
-        a = self._data
+        a = self.numpy()
         return a if dtype is None else a.astype(dtype)
 
     def _scalar_check(self, what: str):
@@ -355,7 +359,7 @@ class Tensor:
         if not self.is_leaf:
             raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
                                "support the deepcopy protocol at the moment.")
-        t = _wrap(self._data.copy(), self._dtype)
+        t = _wrap(self._data.copy(), self._dtype, self._backend)
         t._leaf_rg = self._leaf_rg
         if self.grad is not None:
             t.grad = self.grad.__deepcopy__(memo)
@@ -383,18 +387,6 @@ class Tensor:
         return self
 
 
-def _root(a: np.ndarray) -> np.ndarray:
-    """The array that owns ``a``'s memory (through views and as_strided wrappers)."""
-    while True:
-        b = a.base
-        if isinstance(b, np.ndarray):
-            a = b
-        elif b is not None and isinstance(getattr(b, "base", None), np.ndarray):
-            a = b.base  # numpy's as_strided keeps its source behind a DummyArray
-        else:
-            return a
-
-
 def share_memory(tensors) -> None:
     """Move the storages of ``tensors`` into shared memory blocks (``backends/cpu_shared``).
 
@@ -405,7 +397,9 @@ def share_memory(tensors) -> None:
     call; ``Module.share_memory`` moves all its tensors in one call."""
     old = {}
     for t in tensors:
-        r = _root(t._data)
+        if t._backend is not _CPU:
+            continue
+        r = _CPU.storage(t._data)
         if not cpu_shared.is_shared(r):
             old[id(r)] = r
     if not old:
@@ -415,20 +409,9 @@ def share_memory(tensors) -> None:
         if issubclass(type(o), Tensor):  # type(): some objects warn when asked __class__
             a = o.__dict__.get("_data")
             if type(a) is np.ndarray:
-                r = _root(a)
+                r = _CPU.storage(a)
                 if old.get(id(r)) is r:
                     o._data = cpu_shared.rebase(a, r, new[id(r)])
-
-
-def _strides(a: np.ndarray) -> tuple:
-    isz = a.itemsize
-    if a.size == 0:  # numpy reports arbitrary strides for empty arrays; PyTorch's are contiguous
-        out, acc = [], 1
-        for n in reversed(a.shape):
-            out.append(acc)
-            acc *= max(n, 1)
-        return tuple(reversed(out))
-    return tuple(s // isz for s in a.strides)
 
 
 def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
@@ -439,11 +422,13 @@ def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
     return dim + n if dim < 0 else dim
 
 
-def _wrap(data: np.ndarray, dtype: D.dtype) -> Tensor:
-    """Make a tensor over an array (no copy). The single constructor every op uses."""
+def _wrap(data, dtype: D.dtype, backend=_CPU) -> Tensor:
+    """Make a tensor over a backend array (no copy). The single constructor every op uses."""
     t = object.__new__(Tensor)
     t._data = data
     t._dtype = dtype
+    if backend is not _CPU:
+        t._backend = backend
     return t
 
 

@@ -33,7 +33,8 @@ import numpy as np
 
 from . import _dtype as D
 from ._device import device
-from ._tensor import Size, Tensor, _root, _strides, _wrap
+from ._tensor import Size, Tensor, _wrap
+from .backends.cpu import BACKEND as _CPU, _root
 from .backends import cpu_shared
 from .nn.parameter import Buffer
 
@@ -164,7 +165,7 @@ class _Pickler(pickle._Pickler):
         flat, offset, stride = _storage_view(a, root)
         if flat is None:  # a layout PyTorch cannot express (negative strides): save a copy
             root = np.ascontiguousarray(a)
-            flat, offset, stride = root.reshape(-1), 0, _strides(root)
+            flat, offset, stride = root.reshape(-1), 0, _CPU.strides(root)
         entry = self.storages.get(id(root))
         if entry is None:
             entry = (str(len(self.storages)), t._dtype, flat, root)
@@ -192,7 +193,7 @@ def _storage_view(a: np.ndarray, root: np.ndarray):
         return None, 0, ()
     base = root.__array_interface__["data"][0]
     offset = (a.__array_interface__["data"][0] - base) // isz
-    return flat, offset, _strides(a)
+    return flat, offset, _CPU.strides(a)
 
 
 def _record(zf: zipfile.ZipFile, name: str, data: bytes | memoryview) -> None:

@@ -6,8 +6,8 @@ metadata (dtypes, dtype questions, constants, type checks: ``METADATA`` below) o
 host computation on tensor data outside a kernel, each of which the CUDA backend (or a
 rewrite in ember ops) must replace. The marks are the inventory of that work.
 
-The dispatcher itself (registry.py, fast_methods.py) is numpy's backend glue until the
-Backend seam replaces it, and is left out here."""
+The dispatcher (registry.py, writes.py) calls no numpy at all: it asks the tensors'
+backend (ember/backends/base.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pathlib
 import ember
 
 OPS_DIR = pathlib.Path(ember.__file__).parent / "ops"
-DISPATCHER = {"registry.py", "fast_methods.py", "bind.py", "arguments.py", "__init__.py"}
+DISPATCHER = {"bind.py", "arguments.py", "__init__.py"}
 
 # numpy names that are no array work: dtypes and their questions, constants, type checks
 METADATA = {

@@ -15,7 +15,7 @@ import torch
 
 import ember
 import ember.multiprocessing as mp
-from ember._tensor import _root
+from ember.backends.cpu import _root
 
 SPAWN = multiprocessing.get_context("spawn")
 

@@ -16,7 +16,9 @@ import sys
 
 import numpy as np
 
+from .._device import CPU
 from ..codegen.c import runtime
+from .base import Backend, register
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
@@ -236,3 +238,74 @@ def parallel_sum(a, dtype=None):
     for p in parts[1:]:
         total = total + p.result()
     return total
+
+
+# ---------------------------------------------------------------------- the Backend
+def _root(a: np.ndarray) -> np.ndarray:
+    """The array that owns ``a``'s memory (through views and as_strided wrappers)."""
+    while True:
+        b = a.base
+        if isinstance(b, np.ndarray):
+            a = b
+        elif b is not None and isinstance(getattr(b, "base", None), np.ndarray):
+            a = b.base  # numpy's as_strided keeps its source behind a DummyArray
+        else:
+            return a
+
+
+class CPUBackend(Backend):
+    """numpy arrays in host memory."""
+
+    name = "cpu"
+    xp = np
+    array_type = np.ndarray
+    device_obj = CPU
+
+    def empty(self, shape, np_dtype, device=None):
+        return np.empty(shape, np_dtype)
+
+    def from_host(self, a, device=None):
+        return np.array(a, copy=True)
+
+    def to_host(self, a):
+        return a
+
+    def copy_into(self, dst, src) -> None:
+        np.copyto(dst, src, casting="unsafe")
+
+    def strides(self, a) -> tuple:
+        isz = a.itemsize
+        if a.size == 0:  # numpy's strides of an empty array are arbitrary; PyTorch's contiguous
+            out, acc = [], 1
+            for n in reversed(a.shape):
+                out.append(acc)
+                acc *= max(n, 1)
+            return tuple(reversed(out))
+        return tuple(s // isz for s in a.strides)
+
+    storage = staticmethod(_root)
+
+    def storage_offset(self, a) -> int:
+        start = _root(a).__array_interface__["data"][0]
+        return (a.__array_interface__["data"][0] - start) // max(a.itemsize, 1)
+
+    def data_ptr(self, a) -> int:
+        return a.__array_interface__["data"][0]
+
+    def writeable(self, a) -> bool:
+        return a.flags.writeable
+
+    def writeable_alias(self, a):
+        """A writeable array over ``a``'s memory (``a`` a read-only broadcast view), found
+        through its base arrays; None when no base owns writeable contiguous memory."""
+        root = _root(a)
+        if not root.flags.writeable or not root.flags.c_contiguous:
+            return None
+        offset = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        return np.ndarray(a.shape, a.dtype, root, offset, a.strides)
+
+    may_share_memory = staticmethod(np.may_share_memory)
+    shares_memory = staticmethod(np.shares_memory)
+
+
+BACKEND = register(CPUBackend(), linalg_errors=(np.linalg.LinAlgError,))

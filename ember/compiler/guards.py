@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from .. import _dtype as D
-from .._tensor import Tensor, _root
+from .._tensor import Tensor
+from ..backends.cpu import _root
 from ..autograd.grad_mode import state as _grad_state
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None), D.dtype)

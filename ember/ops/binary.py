@@ -10,8 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as D
-from ..backends import native
-from ..backends.cpu import parallel_ufunc, parallel_ufunc_into
 from .bind import tensor_method
 from .pointwise import kind, promoted_op as binop, to_compute, type_name
 from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, alias_all, op
@@ -73,25 +71,9 @@ def _scaled(xp, other, alpha, negate=False):
     return other * to_compute(xp, alpha, other.dtype)
 
 
-def _axpy(input, other, alpha):
-    """input + alpha * other for float arrays of one dtype, shape and layout: a copy of input,
-    then axpy into it (backends/native.py), each element rounded once as torch's fused
-    kernel does, and as the in-place ``add_`` (binary._into); None where that does not
-    apply."""
-    if type(alpha) not in (int, float) or alpha == 1 or not native.axpy_fits(input, other):
-        return None
-    # numpy-only: CPU override (native axpy), moves into the CPU backend with the seam
-    out = np.copy(input, order="K")  # a dense input's layout: the copy fits too
-    return out if native.axpy(out, other, alpha) else None
-
-
-# numpy-only: float_kernel, the CPU backend's threaded ufunc (moves into that backend)
-@binop(inplace=True, float_kernel=parallel_ufunc(np.add))
+@binop(inplace=True)
 def add(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
     """``add(input, other, *, alpha=1)``: input + alpha * other."""
-    r = _axpy(input, other, alpha)
-    if r is not None:
-        return r
     other = _scaled(xp, other, alpha)
     return xp.logical_or(input, other) if input.dtype == np.bool_ else xp.add(input, other)
 
@@ -114,15 +96,11 @@ def _check_sub(raw, rt, kwargs):
                            "operator instead.")
 
 
-# numpy-only: float_kernel, the CPU backend's threaded ufunc (moves into that backend)
-@binop(inplace=True, check=_check_sub, float_kernel=parallel_ufunc(np.subtract))
+@binop(inplace=True, check=_check_sub)
 def sub(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
     """``sub(input, other, *, alpha=1)``: input - alpha * other."""
     if input.dtype.kind == "c":
         return xp.add(input, _scaled(xp, other, alpha, negate=True))
-    r = _axpy(input, other, -alpha if type(alpha) in (int, float) else alpha)
-    if r is not None:
-        return r
     return xp.subtract(input, _scaled(xp, other, alpha))
 
 
@@ -132,8 +110,7 @@ def _(ctx, g):
     return g, (-g if a == 1 else -g * _conj(a))
 
 
-# numpy-only: float_kernel, the CPU backend's threaded ufunc (moves into that backend)
-@binop(inplace=True, saves=("input", "other"), float_kernel=parallel_ufunc(np.multiply))
+@binop(inplace=True, saves=("input", "other"))
 def mul(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
     """``mul(input, other)``."""
     if input.dtype == np.bool_:
@@ -170,58 +147,13 @@ def _check_div(raw, rt, kwargs):
         raise NotImplementedError(f'"div_{mode}_cpu" not implemented for \'{D.TYPE_NAME[rt]}\'')
 
 
-@binop(_div_kind, inplace=True, check=_check_div, saves=("input", "other"),
-       float_kernel=parallel_ufunc(np.true_divide))  # numpy-only: CPU threaded ufunc
+@binop(_div_kind, inplace=True, check=_check_div, saves=("input", "other"))
 def div(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, rounding_mode=None):
     """``div(input, other, *, rounding_mode=None)``: true division, or rounded ("trunc",
     "floor"; integer results stay integral and division by zero raises)."""
     if rounding_mode is None:
         return xp.true_divide(input, other)
     return _rounded_division(xp, input, other, rounding_mode, "div")
-
-
-def _into(ufunc, scaled: bool):
-    """``x.<op>_(other[, alpha=a])`` computed straight into x's memory: float x, ``other`` a
-    tensor of x's dtype broadcasting to x's shape (or a Python number, without alpha). The
-    values are those of the out-of-place kernel: with alpha, a fused axpy where x and other
-    share one dense layout (``_axpy``: one pass, rounded once), else ``other * alpha``
-    rounded to x's dtype, then the ufunc; without the result array and the copy into x, a
-    third of the memory traffic of an optimizer's ``p.add_(d, alpha=-lr)`` or less. Returns
-    False for any other call (the general path decides)."""
-    def run(self, args: tuple, kwargs: dict) -> bool:
-        a = self._data
-        if len(args) != 1 or (kwargs and (not scaled or set(kwargs) != {"alpha"})) or \
-                a.dtype not in (np.float32, np.float64) or not a.flags.writeable:
-            return False
-        other, alpha = args[0], kwargs.get("alpha", 1)
-        if type(alpha) not in (int, float):
-            return False
-        if type(other) in (int, float):
-            if alpha != 1:
-                return False
-            b = to_compute(np, other, a.dtype)
-        elif getattr(other, "_dtype", None) is self._dtype:
-            b = other._data
-            if b.shape != a.shape:
-                try:
-                    if np.broadcast_shapes(a.shape, b.shape) != a.shape:
-                        return False
-                except ValueError:
-                    return False
-        else:
-            return False
-        # numpy-only: a CPU in-place override (native axpy), moves into the CPU backend
-        if scaled and native.axpy(a, b, -alpha if ufunc is np.subtract else alpha):
-            return True  # one pass, rounded once: _axpy's values (np.add's when alpha is 1)
-        parallel_ufunc_into(ufunc, a, b, None if alpha == 1 else to_compute(np, alpha, a.dtype))
-        return True
-    return run
-
-
-# CPU in-place overrides (numpy ufuncs writing into the target; they move into the CPU backend)
-add.inplace_into = _into(np.add, scaled=True)  # numpy-only: CPU in-place override
-sub.inplace_into = _into(np.subtract, scaled=True)  # numpy-only: CPU in-place override
-mul.inplace_into = _into(np.multiply, scaled=False)  # numpy-only: CPU in-place override
 
 
 def _true_div_backward(ctx, g):

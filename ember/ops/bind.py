@@ -7,8 +7,7 @@ import functools
 
 from .._tensor import Tensor
 from .arguments import composite_method_error
-from .fast_methods import fast_binary_method, fast_unary_method
-from .registry import ALIASES, OPS, call_as_method, call_as_operator, call_inplace
+from .registry import ALIASES, OPS, bind_overrides, call_as_operator, call_inplace
 
 # Tensor methods whose Python signature differs from the function's (varargs sizes, ...):
 # families register them here with ``tensor_method``.
@@ -40,14 +39,7 @@ def _without_self(fn):
 
 
 def _method(d):
-    if d._fast and d.tensor_pos == (0,):
-        return _named(fast_unary_method(d), d)
-    if d._fast and d.tensor_pos == (0, 1) and not d.view:
-        return _named(fast_binary_method(d), d)
-
-    def method(self, *args, **kwargs):
-        return call_as_method(d, self, args, kwargs)
-    return _named(method, d)
+    return _named(d.method, d)  # the op's call path as a method (registry.specialise)
 
 
 def _named(method, d):
@@ -70,8 +62,8 @@ def _swap(d):
 
 
 def _unary(d):
-    if d._fast and d.tensor_pos == (0,):
-        return fast_unary_method(d)
+    if d.operator is not None:
+        return d.operator
 
     def method(self):
         return d(self)
@@ -79,8 +71,8 @@ def _unary(d):
 
 
 def _binary(d):
-    if d._fast and d.tensor_pos == (0, 1) and not d.view:
-        return fast_binary_method(d, operator=True)
+    if d.operator is not None:
+        return d.operator
 
     def method(self, other):
         return call_as_operator(d, self, other)
@@ -134,7 +126,9 @@ def _invert(d):
 
 
 def bind_namespace(ns: dict) -> None:
-    """Put every op's function into ``ns`` (the ``ember`` module) and its methods on Tensor."""
+    """Put every op's function into ``ns`` (the ``ember`` module) and its methods on Tensor,
+    and the backends' overrides on the ops."""
+    bind_overrides()
     for d in OPS.values():
         if d.has_function:
             ns[d.name] = d

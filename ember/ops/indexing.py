@@ -29,7 +29,6 @@ from .._tensor import Tensor, _wrap
 from ..autograd.grad_mode import state as _grad_state
 from .bind import tensor_method
 from .creation import tensor
-from .fast_methods import fast_unary_method
 from .registry import call_inplace, op
 
 PUBLIC = ["argwhere", "take_along_dim"]
@@ -246,7 +245,7 @@ def index_view(xp, input: "Tensor", key):
     return input[key + (Ellipsis,)]  # the trailing Ellipsis keeps an all-int key a 0-d view
 
 
-_index_view_fast = fast_unary_method(index_view)  # x[1, 2:5] is a hot small-tensor call
+_index_view_fast = index_view.method  # x[1, 2:5] is a hot small-tensor call
 
 
 @index_view.def_backward

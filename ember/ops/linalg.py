@@ -21,7 +21,8 @@ import numpy as np
 from .. import _dtype as D
 from .bind import tensor_method
 from .arguments import takes_tensors
-from .registry import DEFAULT, broadcast_error, op, write_out
+from .registry import DEFAULT, broadcast_error, op
+from .writes import write_out
 from .shape import expand
 
 PUBLIC = ["outer", "ger", "inner", "tensordot", "kron", "chain_matmul"]
@@ -134,8 +135,7 @@ def _check_matmul(a, b):
 
 
 # ---------------------------------------------------------------------- matmul and friends
-# numpy-only: float_kernel, the CPU backend's matmul
-@op(saves=("input", "other"), grad_name="MmBackward0", float_kernel=np.matmul, out_exact=True)
+@op(saves=("input", "other"), grad_name="MmBackward0", out_exact=True)
 def matmul(xp, input: "Tensor", other: "Tensor"):
     """matmul(input, other) -> Tensor: the matrix product with NumPy-style broadcasting."""
     _check_matmul(input, other)

@@ -27,14 +27,15 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 
-import numpy as np
-
 from .. import _dtype as D
 from .._tensor import Tensor, _wrap
 from ..autograd import engine
 from ..autograd.grad_mode import state as _grad_state
 from .._dispatch import STATE
-from ..backends.cpu import quiet_enter, quiet_exit
+from ..backends import base as backends_base
+from ..backends.cpu import BACKEND as CPU_BACKEND, quiet_enter, quiet_exit
+from .writes import (C_TYPE_NAME, _C_NAME_CAST, cast_error, check_partial_overlap,
+                     raise_if_uncastable, write_inplace, write_out)
 
 OPS: dict[str, OpDef] = {}
 
@@ -48,17 +49,6 @@ _HALF = (D.float16, D.bfloat16)
 
 _NP_FROM = D._FROM_NP
 _new = object.__new__
-# what a numpy kernel raises on bad input; the dispatcher turns it into PyTorch's error
-_KERNEL_ERRORS = (ValueError, IndexError, TypeError, FloatingPointError, np.linalg.LinAlgError,
-                  OverflowError)
-
-
-# PyTorch's C++ scalar type names, which some of its dtype errors print
-C_TYPE_NAME = {D.bool_: "bool", D.uint8: "unsigned char", D.int8: "signed char",
-               D.int16: "short int", D.int32: "int", D.int64: "long int",
-               D.float16: "c10::Half", D.bfloat16: "c10::BFloat16", D.float32: "float",
-               D.float64: "double", D.complex64: "c10::complex<float>",
-               D.complex128: "c10::complex<double>"}
 
 
 def type_name(v) -> str:
@@ -125,19 +115,14 @@ class OpDef:
                  save_output=False, differentiable=True, method=True, function=True,
                  inplace=False, out=True, upcast_half=False, returns=None, meta=None,
                  decomposition=None, view=False, grad_name=None, out_dtype=None,
-                 float_kernel=None, out_exact=False):
+                 out_exact=False):
         self.name = name
         # out_exact: an out= tensor must have the result's dtype (PyTorch's matmul, max.dim...);
         # True, or the op's own message rule (see ``out_dtype_message``)
         self.out_exact = out_exact
-        # float_kernel: a numpy function ``f(a, b)`` that computes this binary op exactly as the
-        # impl does when both operands are tensors of one dtype, float32 or float64, and no
-        # other argument is given: the Tensor methods and operators call it directly (the
-        # commonest op call of a model); anything it raises reruns the full path for the error
-        self.float_kernel = float_kernel
-        # ``into(self, args, kwargs) -> bool``: an in-place call computed in self's memory
-        # (the op's module sets it; call_inplace tries it first)
-        self.inplace_into = None
+        # the backends' overrides of this op: kind -> {backend: kernel} (see "call paths")
+        self.overrides: dict[str, dict] = {}
+        self._kernel_overrides = self.overrides.setdefault("kernel", {})
         # out_dtype: the keyword parameter (``dtype``) that an ``out=`` tensor's dtype fills
         # when the call leaves it None, so ``sum(x_int, 0, out=float_t)`` computes in float
         self.out_dtype = out_dtype
@@ -233,8 +218,9 @@ class OpDef:
             raise RuntimeError(f"{self.name}: output shape depends on the input's values")
 
         def stand_in(a):
-            if hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, np.ndarray):
-                z = np.broadcast_to(np.zeros((), a.dtype.np), tuple(a.shape))
+            if hasattr(a, "shape") and isinstance(getattr(a, "dtype", None), D.dtype):
+                xp = CPU_BACKEND.xp
+                z = xp.broadcast_to(xp.zeros((), a.dtype.np), tuple(a.shape))
                 return _wrap(z, a.dtype)
             if isinstance(a, (list, tuple)) and a and hasattr(a[0], "shape"):
                 return type(a)(stand_in(x) for x in a)
@@ -301,7 +287,7 @@ class OpDef:
                     out = kwargs.pop("out")
                     if out is not None:
                         if isinstance(out, Tensor):
-                            check_partial_overlap(self, out._data, (*args, *kwargs.values()))
+                            check_partial_overlap(self, out, (*args, *kwargs.values()))
                         if self.out_dtype is not None and isinstance(out, Tensor):
                             self._dtype_from_out(out, kwargs)
                         try:
@@ -335,31 +321,45 @@ class OpDef:
                             vals[i] = a._data
                     elif i in arg_kind:
                         self._non_tensor(i, a, inputs, unwrap)  # None for "Tensor?", else raises
+            backend = inputs[0]._backend if inputs else CPU_BACKEND
+            if len(inputs) > 1:
+                for t in inputs:
+                    if t._backend is not backend:
+                        backend = common_backend(self, inputs)
+                        break
             out_dtype = None
             if not unwrap:
                 out_dtype = self._promote(vals, nargs)
             elif self.upcast_half and inputs and inputs[0]._dtype in _HALF:
                 out_dtype = inputs[0]._dtype
                 for i in self.tensor_pos:
-                    if i < nargs and isinstance(vals[i], np.ndarray) and vals[i].dtype == \
-                            out_dtype.np:
-                        vals[i] = vals[i].astype(np.float32)
+                    if i < nargs and isinstance(vals[i], backend.array_type) and \
+                            vals[i].dtype == out_dtype.np:
+                        vals[i] = vals[i].astype(D.float32.np)
+            xp = backend.xp
             try:
-                res = self.impl(np, *vals, **kwargs) if kwargs else self.impl(np, *vals)
-            except _KERNEL_ERRORS as e:
+                res = None
+                if self._kernel_overrides and \
+                        (kernel := self._kernel_overrides.get(backend)) is not None:
+                    res = kernel(*vals, **kwargs)
+                if res is None:
+                    res = self.impl(xp, *vals, **kwargs) if kwargs else self.impl(xp, *vals)
+            except backends_base.KERNEL_ERRORS as e:
                 raise translate_error(self, e, args, kwargs) from None
-            if self._plain and type(res) is np.ndarray and out_dtype is None and \
+            if self._plain and type(res) is backend.array_type and out_dtype is None and \
                     (dt := _NP_FROM.get(res.dtype)) is not None:
                 outs = _new(Tensor)  # the common case: _wrap inline
                 outs._data = res
                 outs._dtype = dt
+                if backend is not CPU_BACKEND:
+                    outs._backend = backend
                 view = self.view
-                if view and (view is True or np.may_share_memory(res, inputs[0]._data)):
+                if view and (view is True or backend.may_share_memory(res, inputs[0]._data)):
                     _mark_view(outs, inputs[0])
             elif self.returns == "python":
                 return res
             else:
-                outs = self._wrap_outputs(res, out_dtype, inputs)
+                outs = self._wrap_outputs(res, out_dtype, inputs, backend)
                 if self._factory and kwargs.get("requires_grad"):
                     if not (outs._dtype.is_floating_point or outs._dtype.is_complex):
                         raise RuntimeError("Only Tensors of floating point and complex dtype can "
@@ -431,7 +431,7 @@ class OpDef:
             elif isinstance(a, (list, tuple)):
                 vals[i] = [x._data if x._data.dtype == cnp else x._data.astype(cnp) for x in a]
             elif a is not None and compute.kind in "uib":
-                vals[i] = np.asarray(a).astype(cnp)  # integer scalars wrap like PyTorch's
+                vals[i] = CPU_BACKEND.xp.asarray(a).astype(cnp)  # integers wrap like PyTorch's
         for i in self.tensor_pos:  # tensor parameters outside promotion (e.g. where's condition)
             if i < nargs and isinstance(vals[i], Tensor):
                 vals[i] = vals[i]._data
@@ -439,17 +439,17 @@ class OpDef:
             return D.bool_
         return rt
 
-    def _wrap_outputs(self, res, out_dtype, inputs):
+    def _wrap_outputs(self, res, out_dtype, inputs, backend):
         if type(res) is tuple or type(res) is list:
-            outs = tuple(self._wrap_one(r, out_dtype, inputs) for r in res)
+            outs = tuple(self._wrap_one(r, out_dtype, inputs, backend) for r in res)
             return outs if type(res) is tuple else list(outs)
-        return self._wrap_one(res, out_dtype, inputs)
+        return self._wrap_one(res, out_dtype, inputs, backend)
 
-    def _wrap_one(self, r, out_dtype, inputs):
-        if type(r) is not np.ndarray:
+    def _wrap_one(self, r, out_dtype, inputs, backend):
+        if type(r) is not backend.array_type:
             if r is None or isinstance(r, Tensor):
                 return r
-            r = np.asarray(r)
+            r = backend.xp.asarray(r)
         if out_dtype is not None and r.dtype != out_dtype.np and (
                 r.dtype.kind in "fc" or self.promote is not None):
             r = r.astype(out_dtype.np)
@@ -457,10 +457,26 @@ class OpDef:
         if dt is None:
             dt = D.from_np(r.dtype)
             r = r.astype(dt.np)
-        t = _wrap(r, dt)
-        if self.view and (self.view is True or np.may_share_memory(r, inputs[0]._data)):
+        t = _wrap(r, dt, backend)
+        if self.view and (self.view is True or backend.may_share_memory(r, inputs[0]._data)):
             _mark_view(t, inputs[0])
         return t
+
+
+def common_backend(op: OpDef, inputs: list):
+    """The backend of a call whose tensors are not all on one device: PyTorch takes zero-dim
+    CPU tensors beside tensors of another device as scalars (the caller moves them over);
+    anything else is its device error."""
+    others = {t._backend for t in inputs if not (t._backend is CPU_BACKEND and t.ndim == 0)}
+    if len(others) == 1:
+        return others.pop()
+    devices = []
+    for t in inputs:
+        d = str(t.device)
+        if d not in devices:
+            devices.append(d)
+    raise RuntimeError(f"{op.name}(): Expected all tensors to be on the same device, but found "
+                       f"at least two devices, {devices[0]} and {devices[1]}!")
 
 
 def _mark_view(t: Tensor, src: Tensor) -> None:
@@ -468,108 +484,6 @@ def _mark_view(t: Tensor, src: Tensor) -> None:
     t._base = src._base if src._base is not None else src
     vc = src._vc
     t._vc = vc if vc is not None else src._version_counter()
-
-
-# PyTorch's commonest message for an out= tensor that must have the result's dtype
-OUT_EXACT = "Expected out tensor to have dtype {res_c}, but got {out_c} instead"
-
-
-def out_dtype_message(rule, index: int, name: str, res: D.dtype, out: D.dtype) -> str | None:
-    """The error for writing a result of dtype ``res`` into output ``index`` (of dtype ``out``)
-    of an op whose option ``out_exact`` is ``rule``; None when the write may go ahead (then
-    without the usual can-cast check: the rule decides). The rule is one of
-
-        True                    the result's dtype exactly, with ``OUT_EXACT``'s message
-        "template"              the result's dtype exactly, with this message
-        {index: template, ...}  per output; PyTorch checks the outputs in the dict's order
-        callable(name, res, out) -> message or None: any other test (``all``: bool or uint8)
-
-    Templates are ``str.format``-ed with ``name`` (the op), ``res``/``out`` (PyTorch's type
-    names: Float), ``res_c``/``out_c`` (C++ names: float) and ``res_t``/``out_t``
-    (torch.FloatTensor)."""
-    if callable(rule):
-        return rule(name, res, out)
-    if isinstance(rule, dict):
-        rule = rule.get(index, True)
-    if res is out:
-        return None
-    return (OUT_EXACT if rule is True else rule).format(
-        name=name, res=D.TYPE_NAME[res], out=D.TYPE_NAME[out], res_c=C_TYPE_NAME[res],
-        out_c=C_TYPE_NAME[out], res_t=f"torch.{D.TYPE_NAME[res]}Tensor",
-        out_t=f"torch.{D.TYPE_NAME[out]}Tensor")
-
-
-def _check_out_dtypes(op, out, result) -> bool:
-    """Raise the op's ``out_exact`` error for the first output (in PyTorch's order) whose dtype
-    it refuses, before anything is written; False when the op has no such rule."""
-    rule = getattr(op, "out_exact", False)
-    if not rule:
-        return False
-    pairs = list(zip(out, result)) if isinstance(out, (tuple, list)) else [(out, result)]
-    order = [i for i in rule if i < len(pairs)] if isinstance(rule, dict) else []
-    for i in order + [i for i in range(len(pairs)) if i not in order]:
-        o, r = pairs[i]
-        if isinstance(o, Tensor) and isinstance(r, Tensor):
-            msg = out_dtype_message(rule, i, op.name, r._dtype, o._dtype)
-            if msg is not None:
-                raise RuntimeError(msg)
-    return True
-
-
-def write_out(op: OpDef, out, result, _checked: bool | None = None):
-    """``out=``: copy the result into the given tensor(s), resizing them if needed."""
-    if _checked is None:
-        if isinstance(out, (tuple, list)) and (
-                not isinstance(result, tuple) or len(result) != len(out)):
-            raise TypeError(f"{op.name}(): out= expects a tuple of {len(result)} tensors")
-        _checked = _check_out_dtypes(op, out, result)
-    if isinstance(out, (tuple, list)):
-        for o, r in zip(out, result):
-            write_out(op, o, r, _checked)
-        return op.returns(*out) if op.returns not in (None, "python") else tuple(out)
-    if not isinstance(out, Tensor):
-        raise TypeError(f"{op.name}(): argument 'out' must be Tensor, not {type(out).__name__}")
-    if isinstance(result, tuple):
-        raise TypeError(f"{op.name}(): out= must be a tuple of {len(result)} tensors")
-    if _grad_state.enabled and (result.requires_grad or out.requires_grad):
-        raise RuntimeError(f"{op.name}(): functions with out=... arguments don't support "
-                           "automatic differentiation, but one of the arguments requires grad.")
-    if not _checked and not D.can_cast(result._dtype, out._dtype):
-        raise cast_error(result._dtype, out._dtype)
-    if out._data.shape != result._data.shape:
-        out._data = np.empty(result._data.shape, out._dtype.np)
-    elif not out._data.flags.writeable:
-        raise RuntimeError(f"{op.name}(): unsupported operation: more than one element of the "
-                           "written-to tensor refers to a single memory location. Please clone()"
-                           " the tensor before performing the operation.")
-    np.copyto(out._data, result._data, casting="unsafe")
-    out._bump()
-    return out
-
-
-# ops whose in-place and out= forms refuse an output that partly overlaps an input (PyTorch's
-# element-wise iterator and scans check it; reductions and matmul do not)
-_OVERLAP_TAGS = frozenset(("pointwise", "scan"))
-
-
-def check_partial_overlap(op: OpDef, target: np.ndarray, inputs) -> None:
-    """PyTorch refuses to write an element-wise result into memory that an input also
-    covers, unless that input is the very same view (``x.add_(x)``)."""
-    if op.name != "copy" and op.tags.isdisjoint(_OVERLAP_TAGS):
-        return
-    for t in inputs:
-        if not isinstance(t, Tensor):
-            continue
-        a = t._data
-        if a is target or not np.may_share_memory(a, target):
-            continue
-        if a.shape == target.shape and a.strides == target.strides and \
-                a.__array_interface__["data"][0] == target.__array_interface__["data"][0]:
-            continue
-        if np.shares_memory(a, target):
-            raise RuntimeError("unsupported operation: some elements of the input tensor and the "
-                               "written-to tensor refer to a single memory location. Please "
-                               "clone() the tensor before performing the operation.")
 
 
 def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
@@ -583,11 +497,8 @@ def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
     try:
         if _grad_state.enabled:
             engine.check_inplace(self)
-        check_partial_overlap(op, self._data, (*args, *kwargs.values()))
-        into = op.inplace_into
-        if into is not None and not (_grad_state.enabled and (
-                self.requires_grad or any(getattr(a, "requires_grad", False) for a in args))) \
-                and into(self, args, kwargs):
+        check_partial_overlap(op, self, (*args, *kwargs.values()))
+        if _into_override(op, self, args, kwargs):
             self._bump()  # computed in self's memory, with nothing for autograd to record
             return self
         try:
@@ -603,79 +514,13 @@ def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
         quiet_exit(token)
 
 
-# in-place ops whose all-Scalar overload names the target in C++ ("long int") in its cast error
-_C_NAME_CAST = frozenset(("clamp", "clamp_min", "clamp_max"))
-
-
-def cast_error(result: D.dtype, target: D.dtype, c_name: bool = False) -> RuntimeError:
-    target_name = C_TYPE_NAME[target] if c_name else D.TYPE_NAME[target]
-    return RuntimeError(f"result type {D.TYPE_NAME[result]} can't be cast to the desired output "
-                        f"type {target_name}")
-
-
-def raise_if_uncastable(op: OpDef, target, args: tuple, kwargs: dict,
-                        error: NotImplementedError) -> None:
-    """An in-place or ``out=`` call of a pointwise op failed because its kernel refused the
-    promoted dtype (``long.bitwise_and_(1.5)`` computes in Float): PyTorch checks that the
-    result dtype can be written into ``target`` before that, so raise its cast error instead.
-    Errors about the inputs' own dtypes (``long.lerp_(...)``) stand."""
-    if not isinstance(target, Tensor) or op.meta is None or "pointwise" not in op.tags:
-        return
-    try:
-        meta = op.meta(*args, **kwargs)
-    except (RuntimeError, TypeError, ValueError, IndexError, NotImplementedError):
-        return  # the meta refuses the arguments too: the op's own error stands
-    dt = meta[1] if isinstance(meta, tuple) and len(meta) == 2 and \
-        isinstance(meta[1], D.dtype) else None
-    if dt is not None and not D.can_cast(dt, target._dtype) and \
-            f"'{D.TYPE_NAME[dt]}'" in str(error):
-        raise cast_error(dt, target._dtype) from None
-
-
-def write_inplace(self: Tensor, result: Tensor, name: str) -> Tensor:
-    if not D.can_cast(result._dtype, self._dtype):
-        raise cast_error(result._dtype, self._dtype)
-    if result._data.shape != self._data.shape:
-        raise RuntimeError(f"{name}(): output with shape {list(self._data.shape)} doesn't match "
-                           f"the broadcast shape {list(result._data.shape)}")
-    if not self._data.flags.writeable:  # an expanded view: several elements share memory
-        alias = _writeable_alias(self._data) if name == "fill_" else None
-        if alias is None:  # (fill_ writes one value everywhere, which PyTorch allows)
-            raise RuntimeError(f"{name}(): unsupported operation: more than one element of the "
-                               "written-to tensor refers to a single memory location. Please "
-                               "clone() the tensor before performing the operation.")
-        np.copyto(alias, result._data, casting="unsafe")
-        self._bump()
-        return self
-    tracked = _grad_state.enabled and (result.grad_fn is not None or self.grad_fn is not None)
-    if tracked and result.grad_fn is not None:
-        engine.snapshot_saved(result.grad_fn, self)
-    np.copyto(self._data, result._data, casting="unsafe")
-    self._bump()
-    if tracked:
-        engine.rebase_history(self, result)
-    return self
-
-
-def _writeable_alias(a: np.ndarray) -> np.ndarray | None:
-    """A writeable array over ``a``'s memory (``a`` a read-only broadcast view), found through
-    its base arrays; None when no base owns writeable contiguous memory."""
-    root = a
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    if not root.flags.writeable or not root.flags.c_contiguous:
-        return None
-    offset = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-    return np.ndarray(a.shape, a.dtype, root, offset, a.strides)
-
-
 def translate_error(op: OpDef, e: Exception, args, kwargs) -> Exception:
     """Turn an error raised inside a numpy kernel into PyTorch's type with the op's name.
     An impl that already raised PyTorch's exact error marks it ``_ember_final``."""
     if getattr(e, "_ember_final", False):
         return e
     msg = str(e)
-    if isinstance(e, np.linalg.LinAlgError):
+    if isinstance(e, backends_base.LINALG_ERRORS):
         return RuntimeError(f"{op.name}: {msg}")
     if isinstance(e, ValueError) and ("broadcast" in msg or "operands could not" in msg):
         shapes = [tuple(a.shape) for a in args if isinstance(a, Tensor)]
@@ -705,6 +550,225 @@ def broadcast_error(shapes) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------------- call paths
+# The dispatcher's per-op call paths: what ``ember.exp(x)``, ``x.exp()``, ``x + y`` and
+# ``ember.add(x, y)`` run.
+#
+# ``OpDef.__call__`` is the general path: keyword tensors, lists, promotion, ``out=``,
+# argument errors. Most calls need none of that: one tensor and plain arguments (``x.sum(1)``,
+# ``x.view(n)``), or two tensors or a tensor and a number (``x + y``). At registration each op
+# whose signature allows it gets a path specialised to that shape of call, built here once and
+# used for its function, its Tensor method and its operator alike; it runs the same steps as the
+# general path (interposers, backend, kernel, wrap, autograd record) inline and hands any other
+# call to the general path unchanged. With no interposer active that costs one check.
+#
+# Backends register per-op overrides (``Backend.override``); ``bind_overrides`` puts them on the
+# ops, where these paths and the general path look them up by the tensor's backend:
+#
+#     "binary"   ``f(a, b)`` for two arrays of one float dtype (float32/float64): the same result
+#                as the impl, faster (the CPU backend's threaded ufuncs, its matmul)
+#     "kernel"   ``f(*arrays, **kwargs)`` tried before the impl on the unpromoted arrays; returns
+#                None where it does not apply (the CPU backend's fused axpy for ``add``)
+#     "inplace"  ``f(a, b, alpha) -> bool``: ``x.op_(other[, alpha=])`` computed in x's memory,
+#                ``b`` an array of x's dtype or a Python number; False where it does not apply
+_NUMBERS = frozenset((int, float, bool, complex))
+_NONE = object()  # "no argument" for the positional-only parameters below
+# the dtypes a "binary" override takes (numpy dtype -> ember dtype)
+_KERNEL_DTYPES = {D.float32.np: D.float32, D.float64.np: D.float64}
+
+
+def bind_overrides() -> None:
+    """Put every registered backend's overrides on their ops (``OpDef.overrides``)."""
+    for backend in backends_base.BACKENDS.values():
+        for name, kinds in backend.overrides.items():
+            op = OPS.get(name)
+            if op is None:
+                raise RuntimeError(f"backend {backend.name}: override of unknown op {name!r}")
+            for kind, fn in kinds.items():
+                op.overrides.setdefault(kind, {})[backend] = fn
+
+
+def _slow_result(op: OpDef, res, args: tuple, kwargs: dict, inputs: list, backend):
+    """The end of the general path, for a path's uncommon results (tuples, scalars)."""
+    outs = op._wrap_outputs(res, None, inputs, backend)
+    if _grad_state.enabled and op.backward is not None:
+        for t in inputs:
+            if t._leaf_rg or t.grad_fn is not None:
+                engine.record(op, args, kwargs, inputs, outs)
+                break
+    return outs
+
+
+def unary_path(op: OpDef, fallback: Callable) -> Callable:
+    """``f(x, *args, **kwargs)`` for an op whose only tensor parameter is the first;
+    ``fallback(x, args, kwargs)`` runs any call this path does not take."""
+    impl = op.impl
+    max_args = op.n_positional - 1
+    view = op.view
+
+    def path(self=_NONE, /, *args, **kwargs):
+        if STATE.capture is not None or len(args) > max_args or "out" in kwargs or \
+                not isinstance(self, Tensor):
+            return fallback(self, args, kwargs)
+        backend = self._backend
+        token = quiet_enter()
+        try:
+            res = impl(backend.xp, self._data, *args, **kwargs) if kwargs else \
+                impl(backend.xp, self._data, *args)
+        except backends_base.KERNEL_ERRORS as e:
+            raise translate_error(op, e, (self,) + args, kwargs) from None
+        finally:
+            quiet_exit(token)
+        if type(res) is not type(self._data) or (dt := _NP_FROM.get(res.dtype)) is None:
+            return _slow_result(op, res, (self,) + args, kwargs, [self], backend)
+        out = _new(Tensor)
+        out._data = res
+        out._dtype = dt
+        if backend is not CPU_BACKEND:
+            out._backend = backend
+        if view and (view is True or backend.may_share_memory(res, self._data)):
+            base = self._base  # registry._mark_view, inline
+            out._base = base if base is not None else self
+            vc = self._vc
+            out._vc = vc if vc is not None else self._version_counter()
+        if _grad_state.enabled and (self._leaf_rg or self.grad_fn is not None) and \
+                op.backward is not None:
+            engine.record(op, (self,) + args, kwargs, [self], out)
+        return out
+    return path
+
+
+def binary_path(op: OpDef, fallback: Callable) -> Callable:
+    """``f(x, other)`` for a non-view op whose tensor parameters are its first two; ``other``
+    a tensor, or a Python number where the op takes one; ``fallback(x, other)`` runs any
+    call this path does not take (an argument error, another device, a trace)."""
+    impl = op.impl
+    numbers = _NUMBERS if 1 not in op._arg_kind else frozenset()  # "Scalar|Tensor" other
+    kernels = op.overrides.setdefault("binary", {})
+
+    def path(self, other):
+        if STATE.capture is not None or not isinstance(self, Tensor):
+            return fallback(self, other)
+        backend = self._backend
+        if isinstance(other, Tensor):
+            if other._backend is not backend:
+                return fallback(self, other)  # the general path moves or refuses
+            a = self._data
+            b = other._data
+            dt = a.dtype
+            if dt is b.dtype and (edt := _KERNEL_DTYPES.get(dt)) is not None and \
+                    (kernel := kernels.get(backend)) is not None:
+                token = quiet_enter()
+                try:
+                    res = kernel(a, b)
+                except backends_base.KERNEL_ERRORS:
+                    return fallback(self, other)  # the general path raises PyTorch's error
+                finally:
+                    quiet_exit(token)
+                if type(res) is not type(a):
+                    res = backend.xp.asarray(res)  # numpy hands back scalars for 0-d operands
+                out = _new(Tensor)
+                out._data = res
+                out._dtype = edt
+                if backend is not CPU_BACKEND:
+                    out._backend = backend
+                if _grad_state.enabled and (
+                        self._leaf_rg or self.grad_fn is not None or other._leaf_rg or
+                        other.grad_fn is not None) and op.backward is not None:
+                    engine.record(op, (self, other), {}, [self, other], out)
+                return out
+            inputs = [self, other]
+        elif type(other) in numbers:
+            inputs = [self]
+            b = other
+        else:
+            return fallback(self, other)
+        token = quiet_enter()
+        try:
+            res = impl(backend.xp, self._data, b)
+        except backends_base.KERNEL_ERRORS as e:
+            raise translate_error(op, e, (self, other), {}) from None
+        finally:
+            quiet_exit(token)
+        if type(res) is not type(self._data) or (dt := _NP_FROM.get(res.dtype)) is None:
+            return _slow_result(op, res, (self, other), {}, inputs, backend)
+        out = _new(Tensor)
+        out._data = res
+        out._dtype = dt
+        if backend is not CPU_BACKEND:
+            out._backend = backend
+        if _grad_state.enabled and op.backward is not None:
+            for t in inputs:
+                if t._leaf_rg or t.grad_fn is not None:
+                    engine.record(op, (self, other), {}, inputs, out)
+                    break
+        return out
+    return path
+
+
+# ---------------------------------------------------------------------- the three forms
+def specialise(op: OpDef) -> None:
+    """Give ``op`` its call paths: ``op.method`` (``x.op(...)``), ``op.operator``
+    (``x <op> y``, or None) and, through a class of its own, ``op(...)`` itself."""
+    general = OpDef.__call__
+    op.operator = None
+    if not op._fast:
+        function = None
+    elif op.tensor_pos == (0,):
+        fn_path = unary_path(op, lambda x, args, kwargs: general(op, x, *args, **kwargs)
+                             if x is not _NONE else general(op, *args, **kwargs))
+
+        function = fn_path
+        op.method = unary_path(op, lambda x, args, kwargs: call_as_method(op, x, args, kwargs))
+        op.operator = fn_path
+    elif op.tensor_pos == (0, 1) and not op.view:
+        fn_path = binary_path(op, lambda x, y: general(op, x, y))
+
+        def function(x=_NONE, other=_NONE, /, *args, **kwargs):
+            if args or kwargs or other is _NONE:
+                return general(op, *(v for v in (x, other) if v is not _NONE), *args, **kwargs)
+            return fn_path(x, other)
+        method_path = binary_path(op, lambda x, y: call_as_method(op, x, (y,), {}))
+
+        def method(self, *args, **kwargs):
+            if len(args) == 1 and not kwargs:
+                return method_path(self, args[0])
+            return call_as_method(op, self, args, kwargs)
+        op.method = method
+        op.operator = binary_path(op, lambda x, y: call_as_operator(op, x, y))
+    else:
+        function = None
+    if function is None:
+        def method(self, *args, **kwargs):
+            return call_as_method(op, self, args, kwargs)
+        op.method = method
+        return
+    # the call path is the op's own ``__call__`` (Python looks special methods up on the type)
+    op.__class__ = type(f"OpDef_{op.name}", (OpDef,), {"__call__": staticmethod(function)})
+
+
+def _into_override(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> bool:
+    """``self.<op>_(other[, alpha=])`` through the backend's "inplace" override: ``other`` a
+    tensor of self's dtype and device or a Python number, nothing needing autograd."""
+    into = op.overrides.get("inplace")
+    if not into or len(args) != 1 or (kwargs and set(kwargs) != {"alpha"}):
+        return False
+    backend = self._backend
+    into = into.get(backend)
+    other = args[0]
+    if into is None or (_grad_state.enabled and (self.requires_grad or getattr(
+            other, "requires_grad", False))):
+        return False
+    if isinstance(other, Tensor):
+        if other._dtype is not self._dtype or other._backend is not backend:
+            return False
+        other = other._data
+    elif type(other) not in (int, float):
+        return False
+    alpha = kwargs.get("alpha")
+    return (alpha is None or type(alpha) in (int, float)) and into(self._data, other, alpha)
+
+
 # ---------------------------------------------------------------------- the decorator
 def op(name: str | None = None, **options) -> Callable[[Callable], OpDef]:
     """Register ``impl`` as op ``name``; returns the OpDef (callable as the op itself)."""
@@ -716,6 +780,7 @@ def op(name: str | None = None, **options) -> Callable[[Callable], OpDef]:
         d = OpDef(opname, impl, **options)
         d.__doc__ = impl.__doc__
         OPS[opname] = d
+        specialise(d)
         return d
 
     return register

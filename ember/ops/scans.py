@@ -16,7 +16,8 @@ from .binary import where
 from .reduction import (_INT64, _acc_dtype, _along, _half_up, _no_complex, _tname, one_dim,
                         reverse_scan, select_backward)
 from .bind import tensor_method
-from .registry import C_TYPE_NAME, call_inplace, op
+from .registry import call_inplace, op
+from .writes import C_TYPE_NAME
 
 SCAN = ("scan",)
 

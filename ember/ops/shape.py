@@ -15,10 +15,10 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
-from .._tensor import Size, Tensor, _root, _wrap_dim
+from .._tensor import Size, Tensor, _wrap_dim
+from ..backends.cpu import _root
 from .bind import tensor_method
 from .arguments import takes_tensors
-from .fast_methods import fast_unary_method
 from .registry import alias_all, broadcast_error, op
 from .._dispatch import STATE
 
@@ -167,7 +167,7 @@ def _view_method(self, *shape, dtype=None):
     return _view_fast(self, _sizes(shape))
 
 
-_view_fast = fast_unary_method(view)  # x.view(...) is a hot small-tensor call: see registry
+_view_fast = view.method  # x.view(...) is a hot small-tensor call: its call path
 @op(view=True, method=False, function=False, out=False, differentiable=False)
 def view_dtype(xp, self: "Tensor", dtype):
     old, new = self.dtype.itemsize, dtype.itemsize
@@ -268,7 +268,7 @@ def _expand_method(self, *size):
     return _expand_fast(self, _sizes(size))
 
 
-_expand_fast = fast_unary_method(expand)  # backward rules expand gradients: see registry
+_expand_fast = expand.method  # backward rules expand gradients: its call path
 
 
 @tensor_method("expand_as")

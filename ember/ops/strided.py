@@ -10,7 +10,8 @@ import operator
 
 import numpy as np
 
-from .._tensor import Tensor, _root
+from .._tensor import Tensor
+from ..backends.cpu import _root
 from .bind import tensor_method
 from .registry import OPS, op
 from .shape import _elem_strides, _int_list, _ptr, _storage_offset, wrap_dim

@@ -1,0 +1,120 @@
+"""The Backend interface: what the layers above ``backends/`` may ask of a device's arrays.
+
+A Tensor holds a backend array (``_data``) and names its backend (``_backend``); the
+dispatcher, Tensor's metadata and the autograd engine ask that backend for everything that
+depends on what the array is. Nothing above ``backends/`` tests ``np.ndarray`` to mean "a
+tensor's data" or calls numpy for array work on it:
+
+    xp                 the array module op kernels compute with (``impl(xp, ...)``), and
+                       ``XP_API``: the names of it the kernels may use
+    array_type         the type of this backend's arrays
+    overrides          op name -> kernels faster than the generic impl on this backend
+                       (registered by the backend, or by a higher layer into it)
+    empty / from_host / to_host / copy_into   allocation and copies
+    strides / storage / storage_offset / data_ptr / writeable / may_share_memory /
+    shares_memory      layout and aliasing queries
+
+Backends register themselves by device type (``register``; ``get`` looks them up).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .._device import device
+
+BACKENDS: dict[str, Backend] = {}
+
+# What kernels raise on bad input, which the dispatcher turns into PyTorch's errors (each
+# backend adds its own: numpy's LinAlgError, ...). Read at each ``except``, so a backend
+# registered later takes part.
+KERNEL_ERRORS: tuple = (ValueError, IndexError, TypeError, FloatingPointError, OverflowError)
+LINALG_ERRORS: tuple = ()
+
+
+class Backend:
+    """One device type's arrays. See the module docstring for the contract."""
+
+    name = ""
+    xp = None
+    array_type: type = object
+    device_obj: device | None = None
+
+    def __init__(self):
+        # op name -> {kind: kernel}; kinds: "binary" (``f(a, b)`` on two arrays of one float
+        # dtype, same result as the impl), "inplace" (``into(self_tensor, args, kwargs) ->
+        # bool``: computed in self's memory, False when it does not apply)
+        self.overrides: dict[str, dict[str, Callable]] = {}
+
+    def override(self, op_name: str, kind: str, kernel: Callable) -> None:
+        """Register ``kernel`` as this backend's ``kind`` override of op ``op_name``."""
+        slot = self.overrides.setdefault(op_name, {})
+        if kind in slot:
+            raise RuntimeError(f"{self.name}: {kind} override of {op_name!r} registered twice")
+        slot[kind] = kernel
+
+    def overrides_of(self, op_name: str) -> dict[str, Callable]:
+        return self.overrides.get(op_name, {})
+
+    # ---------------------------------------------------------------- interface
+    def device_of(self, a) -> device:
+        return self.device_obj
+
+    def empty(self, shape: tuple, np_dtype, device: device | None = None):
+        raise NotImplementedError
+
+    def from_host(self, a, device: device | None = None):
+        """A copy of the host (numpy) array ``a`` on this backend's device."""
+        raise NotImplementedError
+
+    def to_host(self, a):
+        """``a`` as a numpy array (a copy unless ``a`` already lives in host memory)."""
+        raise NotImplementedError
+
+    def copy_into(self, dst, src) -> None:
+        """Write ``src`` (broadcastable to ``dst``) into ``dst``, casting as needed."""
+        raise NotImplementedError
+
+    def strides(self, a) -> tuple:
+        """Strides in elements (PyTorch's ``stride()``)."""
+        raise NotImplementedError
+
+    def storage(self, a):
+        """The array owning ``a``'s memory."""
+        raise NotImplementedError
+
+    def storage_offset(self, a) -> int:
+        raise NotImplementedError
+
+    def data_ptr(self, a) -> int:
+        raise NotImplementedError
+
+    def writeable(self, a) -> bool:
+        """False for views where several elements share one memory location."""
+        raise NotImplementedError
+
+    def may_share_memory(self, a, b) -> bool:
+        raise NotImplementedError
+
+    def shares_memory(self, a, b) -> bool:
+        raise NotImplementedError
+
+
+def register(backend: Backend, linalg_errors: tuple = ()) -> Backend:
+    """Make ``backend`` the one of its device type; ``linalg_errors``: what its linear algebra
+    raises for singular or ill-posed input (PyTorch's RuntimeError)."""
+    global KERNEL_ERRORS, LINALG_ERRORS
+    if backend.name in BACKENDS:
+        raise RuntimeError(f"backend {backend.name!r} registered twice")
+    BACKENDS[backend.name] = backend
+    new = tuple(e for e in linalg_errors if e not in LINALG_ERRORS)
+    LINALG_ERRORS += new
+    KERNEL_ERRORS += new
+    return backend
+
+
+def get(device_type: str) -> Backend:
+    b = BACKENDS.get(device_type)
+    if b is None:
+        raise RuntimeError(f"ember: no backend for device type '{device_type}' in this build")
+    return b
