@@ -53,14 +53,18 @@ class OutOfMemoryError(RuntimeError):
     ``ember.cuda.OutOfMemoryError``, as PyTorch's)."""
 
 
+# the device types with a backend in this process (backends/base.register adds them)
+AVAILABLE: set[str] = set()
+
+
 def check_device(dev) -> device:
-    """Resolve a ``device=`` argument; raises for backends ember does not have yet."""
+    """Resolve a ``device=`` argument; raises for device types without a backend."""
     if dev is None:
         return CPU
     if not isinstance(dev, device):
         dev = device(dev)
-    if dev.type != "cpu":
+    if dev.type not in AVAILABLE:
         raise RuntimeError(
             f"ember: device '{dev}' is not available: this build of ember has only the CPU "
             "backend (the CUDA backend arrives with its own issue)")
-    return CPU
+    return CPU if dev.type == "cpu" else dev

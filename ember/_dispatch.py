@@ -5,32 +5,112 @@ thread that runs ``ember.compile`` does not turn another thread's eager ops into
 ones. All of it lives in one ``threading.local`` here, below every layer that reads it:
 
     enabled, inference   grad mode and inference mode (``ember.autograd.grad_mode``)
-    capture              the compiler's capture hook, ``handler(op, args, kwargs, mode)``
-                         (mode "call", "inplace" or "out"), or None: every op-table call on
-                         this thread goes to it instead of the eager path
+    top                  the first interposer of this thread's stack, or None (below)
+    capture              the compiler's capture interposer (``STATE.capture = handler``
+                         installs it in the stack; None removes it)
     tracing              how many traces are active on this thread (``is_compiling()``)
     shape_envs           the stack of symbolic shape environments recording guards; its
                          bottom entry is None (no environment)
 
-Reading an attribute of ``STATE`` is the one check an op call pays when nothing intercepts it.
+Interposers are what intercept an op call before the backend runs it, one ordered stack per
+thread (``ORDER``, outermost first): the compiler's capture, ``__torch_function__`` and tensor
+subclasses, vmap / forward-AD levels, autocast, the profiler. Each is a handler
+``handler(op, args, kwargs, mode)`` (mode "call" or "inplace") that may record, rewrite
+or pass the call on with ``redispatch``, which runs it with the interposers below its own. The
+dispatcher reads ``STATE.top``: with no interposer active that is the one check an op call pays.
+(Autograd recording is not an interposer here: it is the dispatcher's own last step, run only
+when an input requires grad.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Callable
+
+ORDER = ("capture", "torch_function", "functorch", "autocast", "profiler")
+
+# how ``redispatch`` runs a call of each mode (the op table registers these: it sits above)
+RUNNERS: dict[str, Callable] = {}
 
 
 class _State(threading.local):
     enabled = True
     inference = False
-    capture = None
+    top = None
     tracing = 0
 
     def __init__(self):  # runs once in each thread that touches STATE
         self.shape_envs = [None]
+        self.layers: dict[str, Callable] = {}  # kind -> handler, this thread's stack
+
+    @property
+    def capture(self):
+        return self.layers.get("capture")
+
+    @capture.setter
+    def capture(self, handler) -> None:
+        set_interposer("capture", handler)
 
 
 STATE = _State()
+
+
+def _first(layers: dict, after: int = -1):
+    for kind in ORDER[after + 1:]:
+        h = layers.get(kind)
+        if h is not None:
+            return h
+    return None
+
+
+def set_interposer(kind: str, handler: Callable | None):
+    """Install (or with None remove) this thread's interposer of ``kind``; returns the one it
+    replaces."""
+    if kind not in ORDER:
+        raise ValueError(f"unknown interposer kind {kind!r}; the stack is {ORDER}")
+    layers = STATE.layers
+    prev = layers.pop(kind, None)
+    if handler is not None:
+        layers[kind] = handler
+    STATE.top = _first(layers)
+    return prev
+
+
+@contextlib.contextmanager
+def interposing(kind: str, handler: Callable):
+    """``with interposing("autocast", handler):`` the handler sees every op call of this
+    thread (after the interposers before it in ``ORDER``)."""
+    prev = set_interposer(kind, handler)
+    try:
+        yield handler
+    finally:
+        set_interposer(kind, prev)
+
+
+def interpose(op, args: tuple, kwargs: dict, mode: str):
+    """Hand an op call to this thread's first interposer (the dispatcher's step when
+    ``STATE.top`` is set). While the handler runs, its own op calls see only the interposers
+    after it, so it can compute with ops without meeting itself."""
+    handler = STATE.top
+    # == not is: a bound method (``tracer.handle``) is a new object at each attribute read
+    kind = next(k for k in ORDER if STATE.layers.get(k) == handler)
+    STATE.top = _first(STATE.layers, ORDER.index(kind))
+    try:
+        return handler(op, args, kwargs, mode)
+    finally:
+        STATE.top = handler
+
+
+def redispatch(kind: str, op, args: tuple, kwargs: dict, mode: str = "call"):
+    """Run an op call that the interposer of ``kind`` handed on, with only the interposers
+    after it in ``ORDER`` active (then the backend)."""
+    saved = STATE.top
+    STATE.top = _first(STATE.layers, ORDER.index(kind))
+    try:
+        return RUNNERS[mode](op, args, kwargs)
+    finally:
+        STATE.top = saved
 
 
 def is_tracing() -> bool:

@@ -7,6 +7,7 @@ import queue
 import threading
 
 import numpy as np
+import pytest
 from compile_util import fresh_compiler  # noqa: F401 (autouse fixture)
 
 import ember
@@ -121,3 +122,63 @@ def test_import_and_ops_leave_process_state_alone(tmp_path):
     r = subprocess.run([sys.executable, "-c", _NO_SIDE_EFFECTS], env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+# ---------------------------------------------------------------------- the interposer stack
+def test_interposers_run_in_order_and_hand_calls_on():
+    """Two interposers on one thread: the one earlier in ORDER sees a call first and may
+    rewrite it; redispatch runs it with only the later ones, then the backend."""
+    from ember._dispatch import ORDER, STATE, interposing, redispatch
+
+    assert ORDER.index("autocast") < ORDER.index("profiler")
+    seen = []
+
+    def to_double(op, args, kwargs, mode):  # an autocast-like rewrite of float32 tensors
+        seen.append(("autocast", op.name))
+        args = tuple(a.double() if isinstance(a, ember.Tensor) and a.dtype == ember.float32
+                     else a for a in args)
+        return redispatch("autocast", op, args, kwargs, mode)
+
+    def profile(op, args, kwargs, mode):
+        seen.append(("profiler", op.name, tuple(a.dtype for a in args
+                                               if isinstance(a, ember.Tensor))))
+        return redispatch("profiler", op, args, kwargs, mode)
+
+    x = ember.ones(2)
+    assert STATE.top is None
+    with interposing("profiler", profile), interposing("autocast", to_double):
+        assert STATE.top is to_double
+        y = x + x  # the operator's call path
+        z = ember.mul(x, 2)  # the function's
+    assert STATE.top is None and not STATE.layers
+    assert y.dtype == z.dtype == ember.float64
+    assert seen[0] == ("autocast", "add")
+    # the handler's own casts reach only the interposers after it
+    assert seen[1] == ("profiler", "_to_copy", (ember.float32,))
+    assert ("profiler", "add", (ember.float64,) * 2) in seen
+    assert ("profiler", "mul", (ember.float64,)) in seen
+    # the double() calls inside the autocast handler reached the profiler, never autocast again
+    assert [s for s in seen if s[0] == "autocast"] == [("autocast", "add"), ("autocast", "mul")]
+
+
+def test_interposers_see_in_place_calls_and_are_per_thread():
+    from ember._dispatch import interposing, redispatch
+
+    seen = []
+
+    def profile(op, args, kwargs, mode):
+        seen.append((op.name, mode, threading.get_ident()))
+        return redispatch("profiler", op, args, kwargs, mode)
+
+    x = ember.zeros(3)
+    other = []
+    t = threading.Thread(target=lambda: other.append(ember.ones(3) + 1))
+    with interposing("profiler", profile):
+        x.add_(1)
+        t.start()
+        t.join()
+    assert seen == [("add", "inplace", threading.get_ident())]
+    assert x.tolist() == [1, 1, 1] and other[0].tolist() == [2, 2, 2]
+    with pytest.raises(ValueError, match="unknown interposer kind"):
+        with interposing("tracing", profile):
+            pass

@@ -13,7 +13,8 @@ import weakref
 
 import numpy as np
 
-from .._tensor import Size, Tensor, _wrap, wrap_np
+from .. import _dtype as D
+from .._tensor import Size, Tensor, _wrap
 from ..backends.cpu import quiet
 from .grad_mode import state as _state
 
@@ -92,10 +93,10 @@ def _type_name(t):
 class SavedOutput:
     """An op's own output saved for backward; unpacks to a tensor whose grad_fn is the node."""
 
-    __slots__ = ("data", "dtype", "vc", "version", "idx")
+    __slots__ = ("data", "dtype", "backend", "vc", "version", "idx")
 
     def __init__(self, t, idx):
-        self.data, self.dtype, self.idx = t._data, t._dtype, idx
+        self.data, self.dtype, self.backend, self.idx = t._data, t._dtype, t._backend, idx
         self.vc = t._version_counter()
         self.version = self.vc[0]
 
@@ -105,7 +106,7 @@ class SavedOutput:
                 "one of the variables needed for gradient computation has been modified by an "
                 f"inplace operation: output {self.idx} of {node.name()} is at version "
                 f"{self.vc[0]}; expected version {self.version} instead.")
-        t = _wrap(self.data, self.dtype)
+        t = _wrap(self.data, self.dtype, self.backend)
         t._vc = self.vc
         t.grad_fn, t._out_idx = node, self.idx
         return t
@@ -321,9 +322,12 @@ class AccumulateGrad(Node):
         else:
             acc = t.grad
             a = acc._data
+            backend = acc._backend
             if type(acc) is type(g) is Tensor and acc._dtype is g._dtype and \
-                    a.dtype in _ADD_IN_PLACE and a.shape == g._data.shape and a.flags.writeable:
-                np.add(a, g._data, out=a)  # acc.add_(g) without the dispatch: every step, per leaf
+                    a.dtype in _ADD_IN_PLACE and a.shape == g._data.shape and \
+                    g._backend is backend and backend.writeable(a):
+                # acc.add_(g) without the dispatch: every step, per leaf
+                backend.xp.add(a, g._data, out=a)
                 acc._bump()
             else:
                 acc.add_(g)
@@ -434,7 +438,7 @@ def snapshot_saved(node, t) -> None:
     s = node.args[0]
     if not isinstance(s, SavedTensor) or s.tensor is not t:
         return
-    c = _wrap(t._data.copy(), t._dtype)
+    c = _wrap(t._data.copy(), t._dtype, t._backend)
     c.grad_fn, c._out_idx, c._leaf_rg, c._acc = t.grad_fn, t._out_idx, t._leaf_rg, t._acc
     node.args[0] = SavedTensor(c)
 
@@ -446,7 +450,7 @@ def rebase_history(t, result) -> None:
         return
     base = t._base
     pos = _view_positions(base, t)
-    pos_t = wrap_np(pos)
+    pos_t = _wrap(base._backend.from_host(pos), D.int64, base._backend)
     node = CopySlices(pos_t)
     node.edges = [edge_of(base), edge_of(result)]
     node.in_meta = [(base.shape, base._dtype), (result.shape, result._dtype)]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .. import _device
 from .._device import device
 
 BACKENDS: dict[str, Backend] = {}
@@ -35,7 +36,7 @@ LINALG_ERRORS: tuple = ()
 class Backend:
     """One device type's arrays. See the module docstring for the contract."""
 
-    name = ""
+    name = ""  # the device type
     xp = None
     array_type: type = object
     device_obj: device | None = None
@@ -107,10 +108,22 @@ def register(backend: Backend, linalg_errors: tuple = ()) -> Backend:
     if backend.name in BACKENDS:
         raise RuntimeError(f"backend {backend.name!r} registered twice")
     BACKENDS[backend.name] = backend
+    _device.AVAILABLE.add(backend.name)
     new = tuple(e for e in linalg_errors if e not in LINALG_ERRORS)
     LINALG_ERRORS += new
     KERNEL_ERRORS += new
     return backend
+
+
+def unregister(name: str) -> None:
+    """Remove the backend of device type ``name`` (a plugin unloading; tests)."""
+    BACKENDS.pop(name)
+    _device.AVAILABLE.discard(name)
+
+
+def of_device(dev) -> Backend:
+    """The backend of a ``device=`` argument (a device, a string like "cuda:0", an int)."""
+    return get(_device.check_device(dev).type)
 
 
 def get(device_type: str) -> Backend:

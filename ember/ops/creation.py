@@ -328,19 +328,21 @@ def _new(name, factory):
     @tensor_method(name)
     def method(self, *sizes, size=None, dtype=None, device=None, requires_grad=False,
                layout=None, pin_memory=False):
-        return factory(_size(sizes, name, size), dtype or self._dtype, requires_grad)
+        return factory(_size(sizes, name, size), dtype or self._dtype,
+                       self.device if device is None else device, requires_grad)
     return method
 
 
-_new("new_zeros", lambda s, d, rg: zeros(s, dtype=d, requires_grad=rg))
-_new("new_ones", lambda s, d, rg: ones(s, dtype=d, requires_grad=rg))
-_new("new_empty", lambda s, d, rg: empty(s, dtype=d, requires_grad=rg))
+_new("new_zeros", lambda s, d, dev, rg: zeros(s, dtype=d, device=dev, requires_grad=rg))
+_new("new_ones", lambda s, d, dev, rg: ones(s, dtype=d, device=dev, requires_grad=rg))
+_new("new_empty", lambda s, d, dev, rg: empty(s, dtype=d, device=dev, requires_grad=rg))
 
 
 @tensor_method("new_full")
 def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
              layout=None, pin_memory=False):
-    return full(size, fill_value, dtype=dtype or self._dtype, requires_grad=requires_grad)
+    return full(size, fill_value, dtype=dtype or self._dtype,
+                device=self.device if device is None else device, requires_grad=requires_grad)
 
 
 @tensor_method("new_tensor")

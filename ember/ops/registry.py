@@ -31,7 +31,7 @@ from .. import _dtype as D
 from .._tensor import Tensor, _wrap
 from ..autograd import engine
 from ..autograd.grad_mode import state as _grad_state
-from .._dispatch import STATE
+from .._dispatch import RUNNERS, STATE, interpose
 from ..backends import base as backends_base
 from ..backends.cpu import BACKEND as CPU_BACKEND, quiet_enter, quiet_exit
 from .writes import (C_TYPE_NAME, _C_NAME_CAST, cast_error, check_partial_overlap,
@@ -275,9 +275,8 @@ class OpDef:
 
     def __call__(self, *args, **kwargs):
         """Run the op on tensors and Python values (the public function ``ember.<name>``)."""
-        hook = STATE.capture
-        if hook is not None:
-            return hook(self, args, kwargs, "call")
+        if STATE.top is not None:
+            return interpose(self, args, kwargs, "call")
         token = quiet_enter()  # numpy's FP errors ignored for ember's kernels alone
         try:
             if kwargs:
@@ -322,10 +321,12 @@ class OpDef:
                     elif i in arg_kind:
                         self._non_tensor(i, a, inputs, unwrap)  # None for "Tensor?", else raises
             backend = inputs[0]._backend if inputs else CPU_BACKEND
+            moved = False
             if len(inputs) > 1:
                 for t in inputs:
                     if t._backend is not backend:
                         backend = common_backend(self, inputs)
+                        moved = backend is not CPU_BACKEND
                         break
             out_dtype = None
             if not unwrap:
@@ -336,6 +337,10 @@ class OpDef:
                     if i < nargs and isinstance(vals[i], backend.array_type) and \
                             vals[i].dtype == out_dtype.np:
                         vals[i] = vals[i].astype(D.float32.np)
+            if kwargs and (dev := kwargs.get("device")) is not None:
+                backend = backends_base.of_device(dev)  # factories, *_like(..., device=)
+            if moved:
+                vals = [_moved(v, backend) for v in vals]
             xp = backend.xp
             try:
                 res = None
@@ -479,6 +484,15 @@ def common_backend(op: OpDef, inputs: list):
                        f"at least two devices, {devices[0]} and {devices[1]}!")
 
 
+def _moved(v, backend):
+    """An argument array of a zero-dim CPU tensor (or a list of them) on ``backend``."""
+    if type(v) is CPU_BACKEND.array_type:
+        return backend.from_host(v)
+    if isinstance(v, list):
+        return [_moved(x, backend) for x in v]
+    return v
+
+
 def _mark_view(t: Tensor, src: Tensor) -> None:
     """``t`` is a view of ``src``: same base, same version counter."""
     t._base = src._base if src._base is not None else src
@@ -490,9 +504,8 @@ def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
     """``x.<op>_(...)``: run the op out of place, then write the result into ``x``."""
     if not isinstance(self, Tensor):
         raise arg_type_error(op, 0, False, f"Tensor, not {type_name(self)}", op.name + "_")
-    hook = STATE.capture
-    if hook is not None:
-        return hook(op, (self,) + tuple(args), kwargs, "inplace")
+    if STATE.top is not None:
+        return interpose(op, (self,) + tuple(args), kwargs, "inplace")
     token = quiet_enter()
     try:
         if _grad_state.enabled:
@@ -607,7 +620,7 @@ def unary_path(op: OpDef, fallback: Callable) -> Callable:
     view = op.view
 
     def path(self=_NONE, /, *args, **kwargs):
-        if STATE.capture is not None or len(args) > max_args or "out" in kwargs or \
+        if STATE.top is not None or len(args) > max_args or "out" in kwargs or \
                 not isinstance(self, Tensor):
             return fallback(self, args, kwargs)
         backend = self._backend
@@ -647,7 +660,7 @@ def binary_path(op: OpDef, fallback: Callable) -> Callable:
     kernels = op.overrides.setdefault("binary", {})
 
     def path(self, other):
-        if STATE.capture is not None or not isinstance(self, Tensor):
+        if STATE.top is not None or not isinstance(self, Tensor):
             return fallback(self, other)
         backend = self._backend
         if isinstance(other, Tensor):
@@ -767,6 +780,11 @@ def _into_override(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> bool:
         return False
     alpha = kwargs.get("alpha")
     return (alpha is None or type(alpha) in (int, float)) and into(self._data, other, alpha)
+
+
+# what ``_dispatch.redispatch`` runs for an interposer that hands a call on
+RUNNERS["call"] = lambda op, args, kwargs: op(*args, **kwargs)
+RUNNERS["inplace"] = lambda op, args, kwargs: call_inplace(op, args[0], args[1:], kwargs)
 
 
 # ---------------------------------------------------------------------- the decorator

@@ -143,7 +143,7 @@ def _(ctx, g):
 def _view_method(self, *shape, dtype=None):
     # the commonest case inline (plain int sizes, nothing to infer, no autograd, no trace):
     # what the op's dispatcher would do for it, at a third of the cost
-    if dtype is None and STATE.capture is None and not self._leaf_rg and self.grad_fn is None \
+    if dtype is None and STATE.top is None and not self._leaf_rg and self.grad_fn is None \
             and type(self) is Tensor and all(type(s) is int and s >= 0 for s in shape):
         a = self._data
         if math.prod(shape) == a.size:
@@ -155,6 +155,8 @@ def _view_method(self, *shape, dtype=None):
                 out = _new(Tensor)
                 out._data = res
                 out._dtype = self._dtype
+                if self._backend is not Tensor._backend:
+                    out._backend = self._backend
                 base = self._base
                 out._base = base if base is not None else self
                 vc = self._vc
