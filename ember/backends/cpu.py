@@ -19,6 +19,7 @@ import numpy as np
 from .._device import CPU
 from ..codegen.c import runtime
 from .base import Backend, register
+from .xp_api import restricted
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
@@ -257,7 +258,7 @@ class CPUBackend(Backend):
     """numpy arrays in host memory."""
 
     name = "cpu"
-    xp = np
+    xp = restricted(np, "ember.backends.cpu.xp")
     array_type = np.ndarray
     device_obj = CPU
 
