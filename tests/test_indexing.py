@@ -98,6 +98,19 @@ def test_getitem_noncontiguous(key):
     check(lambda m, x, k: x[k], None, xt, key)
 
 
+@pytest.mark.parametrize("key", [np.array([2, 0, 2]), np.array([2, 0], dtype=np.uint64),
+                                 np.array([True, False, True]),
+                                 (slice(None), np.array([[0, 3], [1, 1]], dtype=np.int32))],
+                         ids=str)
+def test_getitem_numpy_array_keys(key):
+    # a numpy array in a key is host data: it becomes an index tensor (uint64 as int64)
+    x = rand(3, 4, dtype=ember.float64, requires_grad=True)
+    tkey = tuple(torch.from_numpy(k.astype(np.int64) if k.dtype == np.uint64 else k)
+                 if isinstance(k, np.ndarray) else k
+                 for k in (key if isinstance(key, tuple) else (key,)))
+    check(lambda x: x[key], lambda x: x[tkey], x)
+
+
 def test_getitem_nan_inf_pass_through():
     x = ember.tensor([[np.nan, np.inf], [-np.inf, 1.0]])
     check(lambda m, x: x[[1, 0], [0, 1]], None, x)

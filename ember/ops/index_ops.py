@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as D
-from .._tensor import Tensor, _wrap, _wrap_dim
+from .._tensor import Tensor, _wrap_dim
 from .bind import tensor_method
 from .binary import where
 from .indexing import _tname, _upcast, index_view, pad_to, scalar_value
@@ -512,7 +512,6 @@ def _(ctx, g):
 
 
 # ---------------------------------------------------------------------- take_along_dim
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 @takes_tensors("input", "indices")
 def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
     """take_along_dim(input, indices, dim=None) -> Tensor
@@ -531,9 +530,6 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
                            f"dimensions, but got {nd} dimensions for input, and {indices.ndim} "
                            "dimensions for indices")
     n = input.shape[d] if nd else 1
-    a = indices._data
-    if a.size and a.min() < 0:
-        a = np.where(a < 0, a + n, a)
     ishape, xshape = list(indices.shape), list(input.shape)
     if nd:
         ishape[d] = xshape[d] = 1
@@ -544,7 +540,7 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     ti, tx = list(common), list(common)
     if nd:
         ti[d], tx[d] = indices.shape[d], input.shape[d]
-    idx = _wrap(np.broadcast_to(a, tuple(ti)), D.int64)
+    idx = where(indices < 0, indices + n, indices).expand(tuple(ti))
     return input.expand(tuple(tx)).gather(d, idx)
 
 

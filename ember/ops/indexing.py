@@ -28,7 +28,7 @@ from .. import _dtype as D
 from .._tensor import Tensor, _wrap
 from ..autograd.grad_mode import state as _grad_state
 from .bind import tensor_method
-from .creation import tensor
+from .creation import as_tensor, tensor, zeros
 from .registry import call_inplace, op
 
 PUBLIC = ["argwhere", "take_along_dim"]
@@ -403,13 +403,12 @@ tensor_method("argwhere")(argwhere)
 _NEW, _ELL, _INT, _SLICE, _ADV, _BOOL = range(6)
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _as_index_tensor(e) -> Tensor:
+    """A key entry given as host data (a numpy array, a list or tuple) as an index tensor."""
     if isinstance(e, np.ndarray):
-        return _wrap(e, D.from_np(e.dtype)) if e.dtype != np.uint64 else _wrap(
-            e.astype(np.int64), D.int64)
+        return as_tensor(e, D.int64 if e.dtype == np.uint64 else None)
     if isinstance(e, (list, tuple)) and len(e) == 0:
-        return _wrap(np.zeros(0, np.int64), D.int64)
+        return tensor(e, dtype=D.int64)
     return tensor(e)
 
 
@@ -426,7 +425,6 @@ def _slice_int(v):
     return None if v is None else operator.index(v)
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _parse_key(x: Tensor, key) -> tuple[tuple, list]:
     """Split ``key`` into a basic key for ``index_view`` and advanced entries
     ``[(tensor, dim in the view), ...]``."""
@@ -473,20 +471,20 @@ def _parse_key(x: Tensor, key) -> tuple[tuple, list]:
             if dt is D.uint8:
                 warnings.warn("indexing with dtype ember.uint8 is now deprecated, please use "
                               "a dtype ember.bool instead.", UserWarning, stacklevel=3)
-                e = _wrap(e._data.astype(bool), D.bool_)
+                e = e.to(D.bool_)
                 dt = D.bool_
             if dt is D.bool_:
-                if e._data.ndim == 0:
-                    items.append((_BOOL, bool(e._data)))
+                if e.ndim == 0:  # a host read: the key's shape depends on the value
+                    items.append((_BOOL, bool(e.item())))
                 else:
                     items.append((_ADV, e))
-                    consumed += e._data.ndim
+                    consumed += e.ndim
             elif dt in (D.int64, D.int32):
                 items.append((_ADV, e))
                 consumed += 1
             else:
                 raise IndexError(_BAD_INDEX_DTYPE)
-    shape = x._data.shape
+    shape = x.shape
     nd = len(shape)
     if consumed > nd:
         first = next(k for k, _ in items if k in (_INT, _SLICE, _ADV))
@@ -526,10 +524,10 @@ def _parse_key(x: Tensor, key) -> tuple[tuple, list]:
             ell_left = 0  # PyTorch lets a second Ellipsis stand for no dims
         elif kind == _BOOL:  # a new dim of size 1, indexed by [0] (True) or [] (False)
             bkey.append(None)
-            adv.append((_wrap(np.zeros(1 if e else 0, np.int64), D.int64), out))
+            adv.append((zeros(1 if e else 0, dtype=D.int64, device=x.device), out))
             out += 1
         else:
-            k = e._data.ndim if e._dtype is D.bool_ else 1
+            k = e.ndim if e._dtype is D.bool_ else 1
             bkey.extend([slice(None)] * k)
             adv.append((e, out))
             src += k

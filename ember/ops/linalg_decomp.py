@@ -11,19 +11,21 @@ inputs raise ``LinAlgError`` (a RuntimeError) with PyTorch's message.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections import namedtuple
 
 import numpy as np
 
 from .. import _dtype as D
-from .._tensor import _wrap
+from ..autograd.grad_mode import no_grad
 from .bind import tensor_method
 from .binary import where
 from .complex import imag, real
 from .creation import eye
 from .linalg import _LOW, edtype, is_inexact, matmul, tname, write_out_as
 from .linalg_struct import diag_embed
+from .padding import pad
 from .arguments import takes_tensors
 from .registry import broadcast_error, op
 from .strided import diagonal, narrow
@@ -92,12 +94,6 @@ def _raise_singular(xp, name: str, A: np.ndarray, tail: str) -> None:
     raise LinAlgError(f"{name}: The diagonal element {A.shape[-1]} is zero, {tail}")
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
-def _const(a: np.ndarray, like):
-    """A constant tensor (no history) with ``like``'s dtype."""
-    return _wrap(np.ascontiguousarray(a, dtype=like.dtype.np), like.dtype)
-
-
 def _mat(v):
     """One scalar per matrix, (...) -> (..., 1, 1), to scale a batch of matrices."""
     return v.unsqueeze(-1).unsqueeze(-1)
@@ -111,35 +107,31 @@ def det(xp, A: "Tensor"):
     return xp.asarray(xp.linalg.det(A))
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
-def _adjugate_h(a: np.ndarray) -> np.ndarray:
-    """adj(A)^H for singular matrices, from the SVD: adj(A) = det(U) det(Vh) V diag(p) U^H with
-    p_i the product of the other singular values."""
-    u, s, vh = np.linalg.svd(a)
-    n = s.shape[-1]
-    others = np.where(np.eye(n, dtype=bool), 1, s[..., None, :])
-    p = others.prod(-1)
-    scale = np.linalg.det(u) * np.linalg.det(vh)
-    adj = scale[..., None, None] * (np.conj(np.swapaxes(vh, -1, -2)) * p[..., None, :]) @ \
-        np.conj(np.swapaxes(u, -1, -2))
-    return np.conj(np.swapaxes(adj, -1, -2))
+def _adjugate_h(A):
+    """adj(A)^H, singular matrices included, from the SVD: adj(A) = det(U) det(Vh) V diag(p) U^H
+    with p_i the product of the other singular values. A constant (no history): the
+    gradient it gives is first order only."""
+    with no_grad():
+        U, S, Vh = linalg_svd(A)
+        n = S.shape[-1]
+        others = where(eye(n, dtype=D.bool_, device=A.device), 1, S.unsqueeze(-2))
+        p = others.prod(-1)
+        adj = _mat(det(U) * det(Vh)) * matmul(Vh.mH * p.unsqueeze(-2), U.mH)
+        return adj.mH
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 @det.def_backward
 def _(ctx, g):
     A, d = ctx.A, ctx.out
     gd = _mat(g * d.conj())
-    singular = d._data == 0
-    if not singular.any():
+    singular = d == 0
+    if not bool(singular.any()):  # a host read: which formula the batch needs
         return gd * inverse(A).mH
     # d det / dA is the adjugate; where A is singular it is not det * inv(A), so those matrices
     # get the SVD form (a constant: first order only) and the rest go through inv as usual.
-    mask = _wrap(np.ascontiguousarray(singular[..., None, None]), D.bool_)
-    safe = where(mask, eye(A.shape[-1], dtype=A.dtype), A)
-    adj = np.zeros(A.shape, A.dtype.np)
-    adj[singular] = _adjugate_h(A._data[singular])
-    return where(mask, _mat(g) * _const(adj, A), gd * inverse(safe).mH)
+    mask = _mat(singular)
+    safe = where(mask, eye(A.shape[-1], dtype=A.dtype, device=A.device), A)
+    return where(mask, _mat(g) * _adjugate_h(A), gd * inverse(safe).mH)
 
 
 @op(saves=("A",), save_output=True, returns=linalg_slogdet, grad_name="LinalgSlogdetBackward0")
@@ -331,13 +323,9 @@ def _cols(x, start: int, stop: int):
     return narrow(x, -1, start, stop - start)
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _place_cols(x, start: int, total: int):
     """x (..., k) as columns start..start+k of a (..., total) matrix of zeros."""
-    k = x.shape[-1]
-    sel = np.zeros((k, total), x.dtype.np)
-    sel[:, start:start + k] = np.eye(k)
-    return matmul(x, _const(sel, x))
+    return pad(x, (start, total - start - x.shape[-1]))
 
 
 def _herm_from_upper(M):
@@ -389,13 +377,16 @@ _EIGH_PHASE = ("linalg_eigh_backward: The eigenvectors in the complex case are s
                "quantity, so it is ill-defined.")
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _check_phase(im_diag, scale, msg: str) -> None:
     """Complex singular/eigen vectors are defined up to a phase per vector; a loss that depends
     on it has no gradient (PyTorch raises)."""
-    tol = np.sqrt(np.finfo(im_diag.dtype.np).eps) * (1 + float(np.abs(scale._data).max(
-        initial=0)))
-    if np.abs(im_diag._data).max(initial=0) > tol:
+    if not im_diag.numel():
+        return
+    with no_grad():
+        big = scale.abs().amax() if scale.numel() else 0.0
+        tol = math.sqrt(D.finfo(im_diag.dtype).eps) * (1 + big)
+        bad = im_diag.abs().amax() > tol
+    if bool(bad):  # a data-dependent check: one host read
         raise RuntimeError(msg)
 
 
@@ -446,7 +437,7 @@ def _(ctx, gU, gS, gVh):
     if ctx.full_matrices and m != n:  # the extra singular vectors do not depend on A
         U, gU = _cols(U, 0, k), _cols(gU, 0, k)
         Vh, gVh = narrow(Vh, -2, 0, k), narrow(gVh, -2, 0, k)
-    if not (gU._data.any() or gVh._data.any()):
+    if not bool((gU != 0).any() | (gVh != 0).any()):  # a host read: only S's gradient is used
         gU = gVh = None
     return svd_grad(U, S, Vh, gU, gS, gVh)
 
@@ -515,7 +506,7 @@ def eigh_grad(w, V, gw, gV):
 @linalg_eigh.def_backward
 def _(ctx, gw, gV):
     w, V = ctx.out
-    return eigh_grad(w, V, gw, gV if gV._data.any() else None)
+    return eigh_grad(w, V, gw, gV if bool((gV != 0).any()) else None)  # a host read
 
 
 @op(saves=("A",), function=False, method=False, grad_name="LinalgEighBackward0")

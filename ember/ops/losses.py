@@ -512,14 +512,13 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
     return reduce_loss(loss.sum(cdim) / input.shape[cdim], reduction)
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 @takes_tensors("input", "target", "weight?")
 def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
                       weight: Tensor | None = None, size_average=None, reduce=None,
                       reduction: str = "mean") -> Tensor:
     """multi_margin_loss(input, target, p=1, margin=1, weight=None, reduction='mean') -> Tensor:
     sum over classes j != y of max(0, margin - x[y] + x[j])^p / C (times weight[y])."""
-    from .creation import tensor
+    from .creation import arange
     reduction = get_reduction(reduction, size_average, reduce)
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
@@ -536,10 +535,10 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
                            f"{list(input.shape)}.")
     c = input.shape[-1] if input.ndim else 1
     x = input.reshape(n, c)
-    t = target._data.reshape(n)
-    if t.size and (t.min() < 0 or t.max() >= c):
+    t = target.reshape(n)
+    if t.numel() and (t.min() < 0 or t.max() >= c):  # a data-dependent check: host reads
         raise RuntimeError("target out of range")
-    is_y = tensor(t[:, None] == np.arange(c))
+    is_y = t.unsqueeze(-1) == arange(c, device=t.device)
     x_y = where(is_y, x, 0).sum(-1, keepdim=True)
     z = (x - x_y + margin).clamp_min(0)
     z = where(is_y, 0, z if p == 1 else z * z)
@@ -549,7 +548,6 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     return reduce_loss(loss if input.ndim == 2 else loss.reshape(target.shape), reduction)
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 @takes_tensors("input", "target")
 def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,
                            reduction: str = "mean") -> Tensor:
@@ -557,22 +555,22 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
     class j (``target`` rows list class indices, ended by the first -1; a class listed twice
     counts twice) and each unlisted class k, max(0, 1 - (x[j] - x[k])), summed and divided by
     the number of classes C."""
-    from .creation import tensor
     reduction = get_reduction(reduction, size_average, reduce)
     if tuple(target.shape) != tuple(input.shape) or input.ndim > 2:
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
                            f"{list(input.shape)}")
     c = input.shape[-1] if input.ndim else 1
-    t = target._data.reshape(-1, c)
-    if t.size and t.max() >= c:
+    t = target.reshape(-1, c)
+    if t.numel() and t.max() >= c:  # a data-dependent check: a host read
         raise RuntimeError("argument #2 'target' is out of range")
-    listed = np.cumprod(t >= 0, axis=1).astype(bool)  # entries before the first -1
-    counts = np.zeros(t.shape, np.int64)  # how often each class is listed in its row
-    np.add.at(counts, (np.nonzero(listed)[0], t[listed]), 1)
+    listed = (t >= 0).cumprod(1) != 0  # entries before the first -1
+    # how often each class is listed in its row (unlisted entries add 0 to class 0)
+    counts = t.new_zeros(t.shape, dtype=D.int64).scatter_add(
+        1, where(listed, t, 0).to(D.int64), listed.to(D.int64))
     x = input.reshape(-1, c)
     pair = (1 - x.unsqueeze(-1) + x.unsqueeze(-2)).clamp_min(0)  # [row, j, k]
-    times = counts[:, :, None] * (counts[:, None, :] == 0)
-    loss = (pair * tensor(times, dtype=input.dtype)).sum((-2, -1)) / c
+    times = counts.unsqueeze(-1) * (counts.unsqueeze(-2) == 0)
+    loss = (pair * times.to(input.dtype)).sum((-2, -1)) / c
     return reduce_loss(loss.reshape(tuple(input.shape[:-1])), reduction)
 
 

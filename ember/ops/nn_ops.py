@@ -14,7 +14,8 @@ import numpy as np
 
 from .. import _dtype as D
 from ..backends import native
-from .._tensor import Tensor, _wrap
+from .._dispatch import STATE
+from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 from . import activations, losses, normalization
 from .activations import _safe_softmax
@@ -155,10 +156,12 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 
 # ---------------------------------------------------------------------- embedding
 def _check_indices(indices, what="embedding"):
-    if indices.dtype not in (np.int64, np.int32):
+    """``indices`` (an array, or a Tensor outside a kernel) must be int64 or int32."""
+    dt = indices.dtype.np if isinstance(indices, Tensor) else indices.dtype
+    if dt not in (np.int64, np.int32):
         raise RuntimeError(f"Expected tensor for argument #1 'indices' to have one of the "
                            f"following scalar types: Long, Int; but got "
-                           f"ember.{_type_name(indices.dtype)}Tensor instead (while checking "
+                           f"ember.{_type_name(dt)}Tensor instead (while checking "
                            f"arguments for {what})")
 
 
@@ -229,21 +232,21 @@ def _(ctx, gg):
     return res, None
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 @takes_tensors("weight", "indices")
 def embedding_renorm_(weight: Tensor, indices: Tensor, max_norm: float, norm_type: float):
     """Rescale, in place, the rows of ``weight`` named in ``indices`` whose ``norm_type``-norm
     exceeds ``max_norm`` to norm ``max_norm`` (not recorded by autograd)."""
-    _check_indices(indices._data, "embedding_renorm_")
-    w = weight._data
-    rows = np.unique(indices._data.reshape(-1))
-    if rows.size == 0:
+    from .linalg_norm import vector_norm
+    _check_indices(indices, "embedding_renorm_")
+    if indices.numel() == 0:
         return weight
-    sub = w[rows].astype(np.float64)
-    norms = np.linalg.norm(sub, ord=norm_type, axis=1)
-    big = norms > max_norm
-    w[rows[big]] = (sub[big] * (max_norm / (norms[big] + 1e-7))[:, None]).astype(w.dtype)
-    weight._bump()
+    with no_grad():
+        rows = indices.reshape(-1).unique()  # each row once
+        sub = weight.index_select(0, rows).to(D.float64)
+        norms = vector_norm(sub, norm_type, 1, keepdim=True)
+        # rows within the norm are written back unchanged (exactly: scaled by 1)
+        scale = where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        weight.index_copy_(0, rows, (sub * scale).to(weight.dtype))
     return weight
 
 
@@ -361,20 +364,18 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     return vector_norm(x1 - x2 + eps, p, last if last >= 0 else None, keepdim=keepdim)
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 @takes_tensors("input")
 def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     """pdist(input, p=2) -> Tensor: p-norm distances between all pairs of rows i < j of a 2-D
     input, in row-major order of (i, j)."""
-    from .creation import tensor
+    from .creation import triu_indices
     from .linalg_norm import vector_norm
     if input.ndim != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
     if p < 0:
         raise RuntimeError("pdist only supports non-negative p values")
     n = input.shape[0]
-    i, j = np.triu_indices(n, 1)
-    ii, jj = tensor(i), tensor(j)
+    ii, jj = triu_indices(n, n, 1, device=input.device)
     return vector_norm(input[ii] - input[jj], p, -1)
 
 
@@ -441,7 +442,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     s = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = matmul(query * s, key.transpose(-2, -1))
     if is_causal:  # as an additive bias, built once per shape and dtype
-        attn_mask = _causal_bias(L, S, query.dtype)
+        attn_mask = _causal_bias(L, S, query.dtype, query.device)
     if attn_mask is not None:
         if attn_mask.dtype is D.bool_:  # as an additive bias: the backward is then the identity
             attn_mask = where(attn_mask, 0.0, -math.inf).to(query.dtype)
@@ -455,18 +456,23 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
 _CAUSAL: dict = {}
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
-def _causal_bias(L: int, S: int, dtype) -> Tensor:
+def _causal_bias(L: int, S: int, dtype, device) -> Tensor:
     """0 on and below the diagonal, -inf above: the causal mask as a bias (cached; it never
     requires grad and no op writes into it)."""
-    key = (L, S, dtype)
+    from .creation import full
+    key = (L, S, dtype, device)
     bias = _CAUSAL.get(key)
     if bias is None:
         if len(_CAUSAL) > 32:
             _CAUSAL.clear()
-        arr = np.where(np.tril(np.ones((L, S), bool)), 0.0, -math.inf).astype(dtype.np)
-        arr.flags.writeable = False
-        bias = _CAUSAL[key] = _wrap(arr, dtype)  # a plain tensor, also while the compiler traces
+        # built eagerly, outside any capture: a plain tensor, also while the compiler traces
+        prev, STATE.capture = STATE.capture, None
+        try:
+            with no_grad():
+                bias = full((L, S), -math.inf, dtype=dtype, device=device).triu(1)
+        finally:
+            STATE.capture = prev
+        _CAUSAL[key] = bias
     return bias
 
 

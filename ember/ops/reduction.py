@@ -18,8 +18,9 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import return_types as RT
-from .._tensor import Tensor, _wrap_dim, wrap_np
+from .._tensor import Tensor, _wrap_dim
 from .bind import tensor_method
+from .joining import cat
 from ..backends.cpu import PARALLEL_MIN, parallel_sum
 from .registry import OPS, op
 
@@ -137,15 +138,6 @@ def _along(xp, n: int, d: int, ndim: int, start: int = 0) -> np.ndarray:
                                                               for k in range(ndim)])
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
-def _positions(t, d: int, start: int, stop: int):
-    """The index tensor start..stop-1 along ``d``, expanded over ``t``'s other dims."""
-    shape = list(t.shape)
-    shape[d] = stop - start
-    return wrap_np(np.broadcast_to(_along(np, stop - start, d, t.ndim, start), shape))
-
-
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def exclusive_cumprod(x, d: int):
     """prod_{i<k} x_i along ``d`` (1 at the start), written without division so it is exact
     at zeros and differentiable: the slice is shifted one step right, a one put in front,
@@ -153,11 +145,9 @@ def exclusive_cumprod(x, d: int):
     n = x.shape[d]
     if n == 0:
         return x
-    head = x.gather(d, _positions(x, d, 0, n - 1))
-    shifted = x.new_zeros(x.shape).scatter_add(d, _positions(x, d, 1, n), head)
-    first = np.zeros([n if k == d else 1 for k in range(x.ndim)], x.dtype.np)
-    first.reshape(-1)[0] = 1
-    return (shifted + wrap_np(first)).cumprod(d)
+    shape = list(x.shape)
+    shape[d] = 1
+    return cat([x.new_ones(tuple(shape)), x.narrow(d, 0, n - 1)], d).cumprod(d)
 
 
 def select_backward(g, index, dim: int, keepdim: bool, shape):

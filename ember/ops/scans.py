@@ -10,9 +10,9 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import return_types as RT
-from .._tensor import wrap_np
 from ..autograd.grad_mode import state as _grad_mode
 from .binary import where
+from .creation import eye as _eye, ones as _ones
 from .reduction import (_INT64, _acc_dtype, _along, _half_up, _no_complex, _tname, one_dim,
                         reverse_scan, select_backward)
 from .bind import tensor_method
@@ -88,7 +88,6 @@ def _(ctx, g):
                  where(first, rcumsum(g * p_first), nil))
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _cumprod_backward_polynomial(g, x, d):
     """The same gradient as an explicit polynomial in x (O(n^2) per slice): row k of C is the
     cumprod of the slice with x_k replaced by one, so C[k, j] = prod_{i<=j, i!=k} x_i, and
@@ -96,12 +95,12 @@ def _cumprod_backward_polynomial(g, x, d):
     zeros."""
     n = x.shape[d]
     xm, gm = x.movedim(d, -1), g.movedim(d, -1)
-    eye = wrap_np(np.eye(n, dtype=x.dtype.np))
+    eye = _eye(n, dtype=x.dtype, device=x.device)
     rows = xm.unsqueeze(-2) * (1 - eye) + eye
     c = rows.cumprod(-1)
     if x.is_complex():
         c = c.conj()
-    upper = wrap_np(np.triu(np.ones((n, n), dtype=bool)))
+    upper = _ones((n, n), dtype=D.bool_, device=x.device).triu()
     return (gm.unsqueeze(-2) * c * upper).sum(-1).movedim(-1, d)
 
 

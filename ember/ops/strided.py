@@ -6,6 +6,7 @@ backward) reads them back.
 
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -218,22 +219,30 @@ def _storage_index(xp, shape, stride, offset) -> np.ndarray:
     return pos
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 def _positions(xp, base_shape, view_name: str, args: tuple) -> np.ndarray:
     """For each element of the view, the flat index of the input element it reads (-1: an
-    ``as_strided`` element outside the input's own elements)."""
-    n = int(np.prod(base_shape))
+    ``as_strided`` element outside the input's own elements). Part of the kernels of
+    ``_view_grad`` and ``_view_take``: the positions come from shapes and strides alone."""
+    n = math.prod(base_shape)
     if view_name == "as_strided":
         size, stride, offset, in_stride, in_offset = args
         in_pos = _storage_index(xp, base_shape, in_stride, in_offset).ravel()
         out_pos = _storage_index(xp, size, stride, offset)
-        # numpy-only: max(initial=) (CuPy's max has no initial)
-        span = max(int(in_pos.max(initial=-1)), int(out_pos.max(initial=-1))) + 1
+        # the storage span both cover, from the geometry (no reduction over the arrays)
+        span = max(_max_position(in_stride, base_shape, in_offset),
+                   _max_position(stride, size, offset)) + 1
         owner = xp.full(span, -1, np.int64)
         owner[in_pos] = xp.arange(n, dtype=np.int64)
         return owner[out_pos]
     idx = xp.arange(n, dtype=np.int64).reshape(base_shape)
     return xp.array(OPS[view_name].impl(xp, idx, *args))
+
+
+def _max_position(stride, shape, offset: int) -> int:
+    """The largest storage position ``_storage_index`` gives (-1 for an empty shape)."""
+    if not all(shape):
+        return -1
+    return offset + sum(max((k - 1) * st, 0) for k, st in zip(shape, stride))
 
 
 def _scatter_add(xp, n: int, pos: np.ndarray, vals: np.ndarray) -> np.ndarray:
@@ -246,7 +255,6 @@ def _scatter_add(xp, n: int, pos: np.ndarray, vals: np.ndarray) -> np.ndarray:
     return xp.bincount(pos, vals.astype(np.float64, copy=False), n)
 
 
-# numpy-only: host computation on tensor data outside a kernel (to rewrite in ember ops)
 @op(method=False, function=False, out=False)
 def _view_grad(xp, grad: "Tensor", base_shape, view_name, args):
     """Zeros of ``base_shape`` with ``grad`` added at the positions view ``view_name`` reads."""
@@ -257,7 +265,7 @@ def _view_grad(xp, grad: "Tensor", base_shape, view_name, args):
         return z
     if view_name == "unfold" and base_shape:
         return _unfold_grad(xp, grad, base_shape, *args)
-    n = int(np.prod(base_shape))
+    n = math.prod(base_shape)
     r = _scatter_add(xp, n, _positions(xp, base_shape, view_name, args), grad)
     return r.astype(grad.dtype, copy=False).reshape(base_shape)
 
