@@ -229,6 +229,8 @@ def _operand(x) -> tuple[dtype, int | None]:
     if isinstance(dt, dtype):
         nd = getattr(x, "ndim", None)
         return dt, len(x.shape) if nd is None else nd
+    if isinstance(dt, np.dtype) and hasattr(x, "ndim"):  # another backend's array (CuPy's)
+        return from_np(dt), x.ndim
     return scalar_dtype(x), None
 
 

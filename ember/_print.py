@@ -90,8 +90,10 @@ def _body(a: np.ndarray, dtype, indent: int) -> str:
 
 
 def tensor_repr(t) -> str:
-    a = t._data
+    a = t._backend.to_host(t._data)
     suffix = []
+    if t._backend.name != "cpu":
+        suffix.append(f"device='{t.device}'")
     dt = t._dtype
     if a.size == 0 and a.ndim > 1:
         body = "[]"

@@ -104,14 +104,18 @@ class Tensor:
     def device(self):
         return self._backend.device_of(self._data)
 
-    is_cuda = False
+    @property
+    def is_cuda(self) -> bool:
+        return self._backend.name == "cuda"
+
     is_sparse = False
     is_quantized = False
     is_meta = False
     layout = MEMORY_FORMATS["strided"]
 
     def get_device(self) -> int:
-        return -1
+        d = self.device
+        return -1 if d.type == "cpu" else d.index
 
     @property
     def ndim(self) -> int:
@@ -276,7 +280,7 @@ class Tensor:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         if self._backend is not _CPU:
-            raise TypeError(f"can't convert {self.device.type} device type tensor to numpy. Use "
+            raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use "
                             "Tensor.cpu() to copy the tensor to host memory first.")
         return self._data.copy() if force else self._data
 
@@ -369,14 +373,6 @@ class Tensor:
                                if k not in ("_data", "_vc", "grad", "_acc")})
         memo[id(self)] = t
         return t
-
-    def cpu(self, memory_format=None) -> "Tensor":
-        return self
-
-    def cuda(self, device=None, non_blocking=False, memory_format=None) -> "Tensor":
-        from ._device import check_device
-        check_device("cuda")
-        return self
 
     def pin_memory(self) -> "Tensor":
         return self

@@ -24,10 +24,16 @@ OTHER = OtherBackend()
 
 @pytest.fixture(autouse=True)
 def other_device():
-    """OTHER is the backend of device type "cuda" while a test here runs."""
+    """OTHER is the backend of device type "cuda" while a test here runs (standing in for
+    the real one where CuPy is installed)."""
+    real = base.BACKENDS.get("cuda")
+    if real is not None:
+        base.unregister("cuda")
     base.register(OTHER)
     yield
     base.unregister("cuda")
+    if real is not None:
+        base.register(real)
 
 
 def other(*shape, dtype=ember.float32):
@@ -148,3 +154,21 @@ def test_function_method_and_operator_share_one_call_path():
     assert (x + "a" if False else None) is None
     with pytest.raises(TypeError, match="unsupported operand"):
         x @ "a"
+
+
+def test_to_moves_between_backends_with_gradients():
+    x = ember.randn(3, 4, requires_grad=True)
+    y = x.to("cuda:1")
+    assert y._backend is OTHER and y.device == ember.device("cuda", 1) and y.is_cuda
+    assert y.get_device() == 1 and x.get_device() == -1 and not x.is_cuda
+    z = (y * 2).cpu()
+    assert z._backend is CPU
+    z.sum().backward()
+    assert x.grad._backend is CPU
+    np.testing.assert_array_equal(x.grad._data, np.full((3, 4), 2.0, np.float32))
+    assert x.to("cpu") is x and x.cpu() is x
+    assert "device='cuda:1'" in repr(y)
+    with pytest.raises(TypeError, match="can't convert cuda:1 device type tensor to numpy"):
+        y.detach().numpy()
+    d = x.to("cuda:1", ember.float64)
+    assert d._backend is OTHER and d.dtype == ember.float64

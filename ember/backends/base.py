@@ -29,6 +29,9 @@ BACKENDS: dict[str, Backend] = {}
 # What kernels raise on bad input, which the dispatcher turns into PyTorch's errors (each
 # backend adds its own: numpy's LinAlgError, ...). Read at each ``except``, so a backend
 # registered later takes part.
+# the array types of the backends in use (a set, so importers see later additions): what
+# kernels test to tell a tensor's array from a Python scalar
+ARRAY_TYPES: set = set()
 KERNEL_ERRORS: tuple = (ValueError, IndexError, TypeError, FloatingPointError, OverflowError)
 LINALG_ERRORS: tuple = ()
 
@@ -119,6 +122,15 @@ def unregister(name: str) -> None:
     """Remove the backend of device type ``name`` (a plugin unloading; tests)."""
     BACKENDS.pop(name)
     _device.AVAILABLE.discard(name)
+
+
+def transfer(a, dst: Backend, device=None):
+    """A copy of array ``a`` (of any backend) on ``dst``'s ``device``."""
+    src = next((b for b in BACKENDS.values() if isinstance(a, b.array_type)), None)
+    if src is dst and hasattr(dst, "to_device"):
+        return dst.to_device(a, device)
+    host = a if src is None else src.to_host(a)
+    return dst.from_host(host, device)
 
 
 def of_device(dev) -> Backend:

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._device import CPU
 from ..codegen.c import runtime
-from .base import Backend, register
+from .base import ARRAY_TYPES, Backend, register
 from .xp_api import restricted
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -310,3 +310,4 @@ class CPUBackend(Backend):
 
 
 BACKEND = register(CPUBackend(), linalg_errors=(np.linalg.LinAlgError,))
+ARRAY_TYPES.add(np.ndarray)

@@ -35,13 +35,21 @@ def restricted(module, name: str) -> types.ModuleType:
     """A namespace over module (numpy, cupy) holding only the listed names."""
     ns = types.ModuleType(name, f"{module.__name__}, as op kernels may use it")
     for n in XP_API:
-        setattr(ns, n, getattr(module, n))
+        if hasattr(module, n):  # CuPy lacks a few (see missing())
+            setattr(ns, n, getattr(module, n))
     linalg = types.ModuleType(name + ".linalg")
     for n in LINALG:
-        setattr(linalg, n, getattr(module.linalg, n))
+        if hasattr(module.linalg, n):
+            setattr(linalg, n, getattr(module.linalg, n))
     ns.linalg = linalg
     tricks = types.ModuleType(name + ".lib.stride_tricks")
     for n in STRIDE_TRICKS:
         setattr(tricks, n, getattr(module.lib.stride_tricks, n))
     ns.lib = types.SimpleNamespace(stride_tricks=tricks)
     return ns
+
+
+def missing(module) -> list[str]:
+    """The listed names ``module`` does not have (kernels using them fail on that backend)."""
+    return sorted(n for n in XP_API if not hasattr(module, n)) + \
+        sorted("linalg." + n for n in LINALG if not hasattr(module.linalg, n))

@@ -16,6 +16,8 @@ class Parameter(Tensor):
             raise TypeError(f"Parameter(): data must be a Tensor, got {type(data).__name__}")
         p = object.__new__(cls)
         p._data, p._dtype = data._data, data._dtype
+        if data._backend is not Tensor._backend:
+            p._backend = data._backend
         p._vc = data._version_counter()
         p.requires_grad = requires_grad
         return p
@@ -33,7 +35,7 @@ class Parameter(Tensor):
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
-        p = Parameter(_wrap(self._data.copy(), self._dtype), self.requires_grad)
+        p = Parameter(_wrap(self._data.copy(), self._dtype, self._backend), self.requires_grad)
         if self.grad is not None:
             p.grad = self.grad.__deepcopy__(memo)
         p.__dict__.update({k: v for k, v in self.__dict__.items()

@@ -12,6 +12,7 @@ import numpy as np
 from .. import _dtype as D
 from .bind import tensor_method
 from .pointwise import kind, promoted_op as binop, to_compute, type_name
+from ..backends.base import ARRAY_TYPES
 from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, alias_all, op
 
 PW = ("pointwise",)
@@ -40,7 +41,7 @@ def _no_grad_for(name):
 
 
 def _int_zero_div(b):
-    if isinstance(b, np.ndarray) and kind(b) in "bi" and not b.all():
+    if type(b) in ARRAY_TYPES and kind(b) in "bi" and not b.all():
         raise RuntimeError("ZeroDivisionError")
 
 
@@ -85,7 +86,7 @@ def _(ctx, g):
 
 
 def _check_sub(raw, rt, kwargs):
-    bools = [isinstance(v, bool) or isinstance(v, np.ndarray) and v.dtype == np.bool_
+    bools = [isinstance(v, bool) or type(v) in ARRAY_TYPES and v.dtype == np.bool_
              for v in raw.values()]
     if all(bools):
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
@@ -448,7 +449,7 @@ def isclose(xp, input: "Tensor", other: "Tensor", rtol=1e-05, atol=1e-08, equal_
 
 def _tensor_args(name, *xs):
     for k, x in enumerate(xs):
-        if not isinstance(x, np.ndarray):
+        if type(x) not in ARRAY_TYPES:
             raise TypeError(f"{name}(): argument '{('input', 'other')[k]}' (position {k + 1}) "
                             f"must be Tensor, not {type(x).__name__}")
 
@@ -470,7 +471,7 @@ def equal(xp, input: "Tensor", other: "Tensor"):
 def _where_operands(raw: dict, rt, kwargs) -> None:
     """where takes both of input and other or neither (then it is nonzero(as_tuple=True))."""
     if (raw["input"] is None) != (raw["other"] is None):
-        given = ", ".join("Tensor" if isinstance(v, np.ndarray) else type(v).__name__
+        given = ", ".join("Tensor" if type(v) in ARRAY_TYPES else type(v).__name__
                           for v in raw.values() if v is not None)
         e = TypeError(f"where() received an invalid combination of arguments - got (Tensor, "
                       f"{given}), but expected one of:\n * (Tensor condition)\n * (Tensor "
@@ -509,9 +510,9 @@ _CLAMP = {"c": (NotImplementedError, "clamp is not supported for complex types")
 def _check_clamp(raw, rt, kwargs):
     # bool tensors clamp against tensor bounds only (PyTorch has no bool scalar kernel)
     scalars = [n for n in ("min", "max") if n in raw and raw[n] is not None
-               and not isinstance(raw[n], np.ndarray)]
+               and not type(raw[n]) in ARRAY_TYPES]
     if raw.get("min") is not None and raw.get("max") is not None and len(scalars) == 1:
-        got = ", ".join("Tensor" if isinstance(v, np.ndarray) else type(v).__name__
+        got = ", ".join("Tensor" if type(v) in ARRAY_TYPES else type(v).__name__
                         for v in raw.values())
         raise TypeError(f"clamp() received an invalid combination of arguments - got ({got}): "
                         "min and max must both be tensors or both be numbers")
@@ -585,7 +586,7 @@ def _check_lerp(raw, rt, kwargs):
     # a Python weight: input and end of one float type; a tensor weight: the three promote
     # together, but an n-d weight must have input's type
     x, end, w = raw["input"], raw["end"], raw["weight"]
-    if not isinstance(w, np.ndarray):
+    if type(w) not in ARRAY_TYPES:
         if kind(x) not in "fc":
             raise NotImplementedError(f'"lerp_kernel_scalar" not implemented for '
                                       f"'{type_name(x)}'")
@@ -611,7 +612,7 @@ def _short(a):
        saves=("input", "end", "weight"))
 def lerp(xp, input: "Tensor", end: "Tensor", weight: "Scalar|Tensor"):
     """``lerp(input, end, weight)``: input + weight * (end - input)."""
-    w = weight if not isinstance(weight, np.ndarray) else weight.astype(input.dtype)
+    w = weight if type(weight) not in ARRAY_TYPES else weight.astype(input.dtype)
     # PyTorch's two-sided formula keeps lerp exact at weight 0 and 1
     small = xp.abs(w) < 0.5
     return xp.where(small, input + w * (end - input), end - (end - input) * (1 - w))

@@ -7,8 +7,9 @@ import numbers
 
 import numpy as np
 
-from .. import _dtype as D
+from .. import _device as _device_mod, _dtype as D
 from .._device import check_device
+from ..backends import base as backends_base
 from .._tensor import Size, Tensor, _wrap
 from ..autograd.grad_mode import state as _grad_state
 from .bind import tensor_method
@@ -137,9 +138,14 @@ def _unwrap_nested(data):
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False) -> Tensor:
     """``ember.tensor(data, *, dtype=None, device=None, requires_grad=False)``: copies ``data``."""
-    check_device(device)
+    dev = check_device(device)
     arr = _data_to_array(data, dtype)
-    t = _wrap(arr, D.from_np(arr.dtype) if dtype is None else dtype)
+    dt = D.from_np(arr.dtype) if dtype is None else dtype
+    if dev.type == "cpu":
+        t = _wrap(arr, dt)
+    else:  # read on the host, then copied to the device
+        backend = backends_base.of_device(dev)
+        t = _wrap(backend.from_host(arr, dev), dt, backend)
     if requires_grad:
         if not (t._dtype.is_floating_point or t._dtype.is_complex):
             raise RuntimeError("Only Tensors of floating point and complex dtype can require "
@@ -150,13 +156,14 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Like ``tensor`` but shares memory with a tensor or numpy array of the same dtype."""
-    check_device(device)
+    dev = check_device(device)
     if isinstance(data, Tensor):
-        return data if dtype is None or dtype is data._dtype else data.to(dtype)
-    if isinstance(data, np.ndarray) and (dtype is None or dtype.np == data.dtype):
+        return data.to(*(d for d in (device, dtype) if d is not None))
+    if isinstance(data, np.ndarray) and (dtype is None or dtype.np == data.dtype) and \
+            dev.type == "cpu":
         if data.dtype in D._FROM_NP:
             return _wrap(data, D._FROM_NP[data.dtype])
-    return tensor(data, dtype=dtype)
+    return tensor(data, dtype=dtype, device=device)
 
 
 asarray = as_tensor
@@ -473,6 +480,18 @@ def _(ctx, g):
     return g.to(dt)
 
 
+@op(method=False, function=False, out=False, grad_name="ToCopyBackward0")
+def _to_device(xp, self: "Tensor", *, device, source):
+    """A copy of ``self`` on ``device`` (the dispatcher runs it on that device's backend;
+    ``source`` is self's device, where the gradient goes back to)."""
+    return backends_base.transfer(self, backends_base.of_device(device), device)
+
+
+@_to_device.def_backward
+def _(ctx, g):
+    return g.to(ctx.source)
+
+
 def _parse_to(args, kwargs):
     dtype = kwargs.pop("dtype", None)
     device = kwargs.pop("device", None)
@@ -492,10 +511,31 @@ def _parse_to(args, kwargs):
 def to(self, *args, non_blocking=False, copy=False, memory_format=None, **kwargs):
     """``x.to(dtype)``, ``x.to(device)``, ``x.to(other)``, ``x.to(device, dtype)``."""
     dtype, device = _parse_to(args, kwargs)
-    check_device(device)
-    if dtype is None or dtype is self._dtype:
-        return self.clone() if copy else self
-    return _to_copy(self, dtype)
+    t = self
+    if device is not None:
+        dev = check_device(device)
+        if dev.type == "cuda" and dev.index is None:
+            dev = _device_mod.device("cuda", _current_cuda_index())
+        if dev != self.device:
+            t = _to_device(self, device=dev, source=self.device)
+    if dtype is not None and dtype is not t._dtype:
+        return _to_copy(t, dtype)
+    return t.clone() if copy and t is self else t
+
+
+def _current_cuda_index() -> int:
+    return backends_base.get("cuda").current_index()
+
+
+@tensor_method("cuda")
+def cuda(self, device=None, non_blocking=False, memory_format=None):
+    return to(self, "cuda" if device is None else
+              device if not isinstance(device, int) else f"cuda:{device}")
+
+
+@tensor_method("cpu")
+def cpu(self, memory_format=None):
+    return to(self, "cpu")
 
 
 def _caster(dtype):

@@ -17,6 +17,7 @@ from .bind import tensor_method
 from .binary import where
 from .indexing import _tname, _upcast, index_view, pad_to, scalar_value
 from .arguments import takes_tensors
+from ..backends.base import ARRAY_TYPES
 from .registry import broadcast_error, op
 
 # C++ type names PyTorch prints for masks of the wrong dtype
@@ -154,7 +155,7 @@ def scatter(xp, input: "Tensor", dim, index: "Tensor", src: "Scalar|Tensor" = No
         if value is None:
             raise TypeError("scatter() missing required argument 'src' or 'value'")
         src = value
-    is_t = isinstance(src, np.ndarray)
+    is_t = type(src) in ARRAY_TYPES
     if reduce not in (None, "add", "multiply"):
         raise RuntimeError("reduce argument must be either add or multiply.")
     d, x, idx, s = _scatter_prep(xp, "scatter", input, dim, index, src if is_t else None)
@@ -412,7 +413,7 @@ def index_fill(xp, input: "Tensor", dim, index: "Tensor", value: "Scalar|Tensor"
         raise IndexError("index_fill_(): Expected dtype int64 for index.")
     if index.ndim > 1:
         raise RuntimeError("Index has to be a vector/scalar")
-    if isinstance(value, np.ndarray):
+    if type(value) in ARRAY_TYPES:
         if value.ndim:
             raise RuntimeError("index_fill_ only supports a 0-dimensional value tensor, but got "
                                f"tensor with {value.ndim} dimension(s).")
@@ -452,7 +453,7 @@ def masked_fill(xp, input: "Tensor", mask: "Tensor", value: "Scalar|Tensor"):
     ``mask`` is True; ``mask`` broadcasts with ``input``."""
     _bool_mask("masked_fill_", mask)
     dt = D.from_np(input.dtype)
-    if isinstance(value, np.ndarray):
+    if type(value) in ARRAY_TYPES:
         if value.ndim:
             raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got "
                                f"tensor with {value.ndim} dimension(s).")

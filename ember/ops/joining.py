@@ -18,6 +18,7 @@ from .. import _dtype as D
 from .._tensor import Tensor
 from .bind import tensor_method
 from .arguments import takes_tensors
+from ..backends.base import ARRAY_TYPES
 from .registry import op
 from .shape import (
     _int_list,
@@ -610,7 +611,7 @@ def repeat_interleave(xp, input: "Tensor", repeats: "int|Tensor" = None, dim=Non
         if output_size is not None and output_size != out.shape[0]:
             raise RuntimeError("allocated size does not match required size")
         return out
-    tensor_repeats = isinstance(repeats, np.ndarray)
+    tensor_repeats = type(repeats) in ARRAY_TYPES
     if dim is None:
         a, d = input.reshape(-1), 0
     elif input.ndim == 0:  # PyTorch's own messages for a 0-d input with a dim
@@ -681,10 +682,10 @@ def _(ctx, g):
 def _repeat_interleave_grad(xp, grad: "Tensor", repeats: "int|Tensor", dim, n):
     """Sum ``grad`` over each run of repeated entries along ``dim`` (``n`` runs)."""
     shape = list(grad.shape)
-    r = repeats.reshape(-1) if isinstance(repeats, np.ndarray) else repeats
-    if isinstance(r, np.ndarray) and r.size == 1:
+    r = repeats.reshape(-1) if type(repeats) in ARRAY_TYPES else repeats
+    if type(r) in ARRAY_TYPES and r.size == 1:
         r = int(r[0])
-    if not isinstance(r, np.ndarray):
+    if type(r) not in ARRAY_TYPES:
         shape[dim:dim + 1] = [n, r]
         return grad.reshape(shape).sum(axis=dim + 1, dtype=grad.dtype)
     shape[dim] = n

@@ -18,6 +18,7 @@ import numpy as np
 from .. import _dtype as D
 from ..backends import special
 from .bind import tensor_method
+from ..backends.base import ARRAY_TYPES
 from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, OPS, alias_all, arg_type_error, op
 
 
@@ -56,7 +57,7 @@ _CATEGORY = {"b": "b", "u": "i", "i": "i", "f": "f", "c": "c"}  # dtype.kind -> 
 def _check_operand(v, name, opname, tensor_only, pos) -> None:
     """PyTorch's TypeError for an operand that is neither a tensor (an array here, or a
     metadata stand-in in run_meta) nor, where the parameter takes one, a Python number."""
-    if isinstance(v, np.ndarray) or isinstance(getattr(v, "dtype", None), D.dtype):
+    if type(v) in ARRAY_TYPES or isinstance(getattr(v, "dtype", None), D.dtype):
         return
     if name in tensor_only or not isinstance(v, _SCALARS):
         d = OPS.get(opname)
@@ -81,7 +82,7 @@ def result_dtype(opname: str, names, values, promote, tensor_only=()):
 def to_compute(xp, v, npdt):
     if v is None:
         return None
-    if isinstance(v, np.ndarray):
+    if type(v) in ARRAY_TYPES:
         return v if v.dtype == npdt else v.astype(npdt)
     # Python scalars take the compute type (integers wrap, as PyTorch's wrapped numbers do)
     return xp.asarray(v).astype(npdt)
@@ -120,18 +121,18 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
             if fixed is not None and check is None and len(args) > last:
                 # hot path: every promoted operand an array of one float dtype, nothing to cast
                 first = args[ppos[0]]
-                if type(first) is np.ndarray:
+                if type(first) in ARRAY_TYPES:
                     dt0 = first.dtype
                     for i in rest:
                         v = args[i]
-                        if type(v) is not np.ndarray or v.dtype != dt0:
+                        if type(v) not in ARRAY_TYPES or v.dtype != dt0:
                             break
                     else:
                         rt = D._FROM_NP.get(dt0)
                         if rt is not None and rt.kind in "fc" and rt not in _HALF and \
                                 _CATEGORY[rt.kind] in kinds:
                             res = fn(xp, *args, **kwargs)
-                            if type(res) is not np.ndarray:
+                            if type(res) not in ARRAY_TYPES:
                                 res = xp.asarray(res)
                             if fixed == ALWAYS_BOOL:
                                 return res if res.dtype == np.bool_ else res.astype(np.bool_)
@@ -145,8 +146,8 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
             if k is None or all(v is None for v in raw):
                 return fn(xp, *args, **kwargs)
             first = raw[0]
-            if type(first) is np.ndarray and all(
-                    type(v) is np.ndarray and v.dtype == first.dtype for v in raw):
+            if type(first) in ARRAY_TYPES and all(
+                    type(v) in ARRAY_TYPES and v.dtype == first.dtype for v in raw):
                 # the common case, operands of one dtype: no categories to weigh
                 rt = D._FROM_NP[first.dtype]
                 if k == INT_TO_FLOAT and rt.kind in "uib":
@@ -168,7 +169,7 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
             res = fn(xp, *args, **kwargs)
             if isinstance(res, np.generic):  # numpy hands back scalars for 0-d operands
                 res = xp.asarray(res)
-            if not isinstance(res, np.ndarray):
+            if type(res) not in ARRAY_TYPES:
                 return res
             out = D.bool_ if k == ALWAYS_BOOL else rt
             return res if res.dtype == out.np else res.astype(out.np)

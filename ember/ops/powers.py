@@ -9,13 +9,14 @@ import math
 import numpy as np
 
 from .. import _dtype as D
+from ..backends.base import ARRAY_TYPES
 from .binary import _conj, _is_t, _zeros
 from .pointwise import kind, promoted_op as binop
 
 
 def _check_pow(raw, rt, kwargs):
     e = raw["exponent"]
-    if rt is D.bool_ and isinstance(e, np.ndarray):
+    if rt is D.bool_ and type(e) in ARRAY_TYPES:
         raise NotImplementedError("\"pow\" not implemented for 'Bool'")
     if rt.kind in "ui" and isinstance(e, (int, float)) and not isinstance(e, bool) and e < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
@@ -103,7 +104,7 @@ def _(ctx, g):
 @binop(None, saves=("input", "exponent"), save_output=True)
 def float_power(xp, input: "Scalar|Tensor", exponent: "Scalar|Tensor"):
     """``float_power(input, exponent)``: computed and returned in double precision."""
-    cplx = any(isinstance(v, complex) or isinstance(v, np.ndarray) and kind(v) == "c"
+    cplx = any(isinstance(v, complex) or type(v) in ARRAY_TYPES and kind(v) == "c"
                for v in (input, exponent))
     dt = np.complex128 if cplx else np.float64
     return xp.power(xp.asarray(input, dtype=dt), xp.asarray(exponent, dtype=dt))

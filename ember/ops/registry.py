@@ -186,7 +186,9 @@ class OpDef:
         # one array out that needs nothing beyond wrapping (the dispatcher's inline case)
         self._plain = returns is None and not self._factory
         # calls the fast Tensor methods below can run inline (see fast_unary_method)
-        self._fast = self._plain and promote is None and not upcast_half and not self.list_pos
+        # (an op with a device= parameter picks its backend from it: the general path)
+        self._fast = self._plain and promote is None and not upcast_half and \
+            not self.list_pos and "device" not in self.param_index
 
     # ------------------------------------------------------------------ registration helpers
     def def_backward(self, fn: Callable) -> Callable:

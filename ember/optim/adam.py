@@ -3,7 +3,6 @@ tensor-valued lr/betas."""
 
 from __future__ import annotations
 
-import numpy as np
 
 from .._tensor import Tensor
 from .. import _dtype as D
@@ -62,7 +61,8 @@ class Adam(Optimizer):
                                   *(("max_exp_avg_sq",) if amsgrad else ()))
                 m, v = state["exp_avg"], state["exp_avg_sq"]
                 if _fusable(p, g, group):
-                    if not amsgrad and native.adam_fits(p._data, g._data, m._data, v._data):
+                    if not amsgrad and p._backend.name == "cpu" and \
+                            native.adam_fits(p._data, g._data, m._data, v._data):
                         one_pass.setdefault((p.dtype, t), []).append((p, g, m, v))
                         continue
                     _fused_update(p, g, m, v, state.get("max_exp_avg_sq"), t, lr, beta1,
@@ -98,10 +98,11 @@ def _fusable(p, g, group) -> bool:
             and g.dtype is p.dtype and not p.is_complex() and g.grad_fn is None)
 
 
-@quiet  # numpy called directly: its FP errors ignored, as in every ember kernel
+@quiet  # the backend's array module called directly: FP errors ignored, as in every kernel
 def _fused_update(p, g, m, v, vmax, t, lr, beta1, beta2, eps, wd, decoupled, maximize):
     """One Adam step on the arrays in place, with the same arithmetic (and float rounding
     order) as the op-by-op path: PyTorch's fused CPU Adam plays the same role."""
+    xp = p._backend.xp
     P, G, M, V = p._data, g._data, m._data, v._data
     if maximize:
         G = -G
@@ -116,10 +117,10 @@ def _fused_update(p, g, m, v, vmax, t, lr, beta1, beta2, eps, wd, decoupled, max
     bc1 = 1 - beta1 ** t
     bc2_sqrt = (1 - beta2 ** t) ** 0.5
     if vmax is not None:
-        np.maximum(vmax._data, V, out=vmax._data)
+        xp.maximum(vmax._data, V, out=vmax._data)
         vmax._bump()
         V = vmax._data
-    denom = np.sqrt(V)
+    denom = xp.sqrt(V)
     denom /= bc2_sqrt
     denom += eps
     step = M / denom

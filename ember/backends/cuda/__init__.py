@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import warnings
 
+from . import backend
+
 _PRECISIONS = ("highest", "high", "medium")
 _STATE = {"precision": "highest", "fp32_precision": "none"}
 
 
 def is_built() -> bool:
-    """Whether this ember has a CUDA backend: not yet."""
-    return False
+    """Whether this ember has a CUDA backend: when CuPy is installed (``pip install
+    ember[cuda]``)."""
+    return backend.BACKEND is not None
 
 
 def set_float32_matmul_precision(precision: str) -> None:

@@ -422,14 +422,21 @@ class Module:
                 dtype = a.dtype
             else:
                 device = a
-        check_device(device)
+        if device is not None:
+            check_device(device)
         if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
             raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
                             f"got desired dtype={dtype}")
-        if dtype is None:
+        if dtype is None and device is None:
             return self
-        return self._apply(lambda t: t.to(dtype) if t.is_floating_point() or t.is_complex()
-                           else t)
+
+        def move(t):
+            if device is not None:
+                t = t.to(device)
+            if dtype is not None and (t.is_floating_point() or t.is_complex()):
+                t = t.to(dtype)
+            return t
+        return self._apply(move)
 
     def _cast(self, dtype):
         return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
@@ -454,12 +461,11 @@ class Module:
         return self._apply(lambda t: t.to(dst_type))
 
     def cpu(self) -> Module:
-        return self
+        return self.to("cpu")
 
     def cuda(self, device=None) -> Module:
-        from ..._device import check_device
-        check_device("cuda")
-        return self
+        return self.to("cuda" if device is None else
+                       device if not isinstance(device, int) else f"cuda:{device}")
 
     def share_memory(self) -> Module:
         """Move every parameter, gradient and buffer into shared memory (in place, one walk:

@@ -1,0 +1,135 @@
+"""The CUDA backend, first slice: CuPy arrays as storage, the op table through
+``restricted(cupy)``.
+
+Every kernel that computes through ``xp`` runs on the GPU as CuPy's kernels; a kernel marked
+``# numpy-only`` that returns a host array has its result moved to the device by the
+dispatcher (correct, not fast), and one that is handed GPU arrays raises a clear TypeError.
+Not yet here (the rest of the devices issue): ember's own Triton kernels, bfloat16/float8
+storage beyond what CuPy holds, the cuBLAS binding, Philox RNG, streams and events.
+
+``import ember`` never imports CuPy: the backend registers when CuPy is installed, and CuPy
+is imported (and the driver initialised) at the first CUDA allocation or query.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+
+from ..._device import device
+from ..base import ARRAY_TYPES, Backend, register
+from ..xp_api import restricted
+
+
+@functools.cache
+def cupy():
+    """CuPy, imported on first use; RuntimeError (PyTorch's words) without a usable GPU."""
+    import cupy as cp
+    try:
+        n = cp.cuda.runtime.getDeviceCount()
+    except cp.cuda.runtime.CUDARuntimeError as e:
+        raise RuntimeError(f"Found no NVIDIA driver on your system ({e})") from None
+    if n == 0:
+        raise RuntimeError("No CUDA GPUs are available")
+    return cp
+
+
+def installed() -> bool:
+    return importlib.util.find_spec("cupy") is not None
+
+
+class CUDABackend(Backend):
+    """CuPy arrays on NVIDIA GPUs."""
+
+    name = "cuda"
+
+    @functools.cached_property
+    def xp(self):
+        return restricted(cupy(), "ember.backends.cuda.xp")
+
+    @functools.cached_property
+    def array_type(self):
+        ARRAY_TYPES.add(cupy().ndarray)
+        return cupy().ndarray
+
+    def device_of(self, a) -> device:
+        return device("cuda", a.device.id)
+
+    def _on(self, dev):
+        index = getattr(dev, "index", None)
+        return cupy().cuda.Device(index) if index is not None else _Current()
+
+    def empty(self, shape, np_dtype, device=None):
+        with self._on(device):
+            return cupy().empty(shape, np_dtype)
+
+    def from_host(self, a, device=None):
+        with self._on(device):
+            return cupy().asarray(a)
+
+    def to_host(self, a):
+        return cupy().asnumpy(a)
+
+    def to_device(self, a, device=None):
+        """A copy of the GPU array ``a`` on ``device`` (another GPU, or the current one)."""
+        with self._on(device):
+            return cupy().array(a, copy=True)
+
+    def copy_into(self, dst, src) -> None:
+        cp = cupy()
+        if not isinstance(src, cp.ndarray):
+            src = cp.asarray(src)
+        cp.copyto(dst, src, casting="unsafe")
+
+    def strides(self, a) -> tuple:
+        isz = a.itemsize
+        if a.size == 0:
+            out, acc = [], 1
+            for n in reversed(a.shape):
+                out.append(acc)
+                acc *= max(n, 1)
+            return tuple(reversed(out))
+        return tuple(s // isz for s in a.strides)
+
+    def storage(self, a):
+        while isinstance(a.base, self.array_type):
+            a = a.base
+        return a
+
+    def storage_offset(self, a) -> int:
+        return (a.data.ptr - self.storage(a).data.ptr) // max(a.itemsize, 1)
+
+    def data_ptr(self, a) -> int:
+        return a.data.ptr
+
+    def writeable(self, a) -> bool:
+        return not any(s == 0 and n > 1 for s, n in zip(a.strides, a.shape))
+
+    def writeable_alias(self, a):
+        return None
+
+    def may_share_memory(self, a, b) -> bool:
+        return cupy().may_share_memory(a, b)
+
+    def shares_memory(self, a, b) -> bool:
+        return cupy().shares_memory(a, b)
+
+    def current_index(self) -> int:
+        return cupy().cuda.runtime.getDevice()
+
+    def synchronize(self, index=None) -> None:
+        with self._on(device("cuda", index) if index is not None else None):
+            cupy().cuda.get_current_stream().synchronize()
+
+
+class _Current:
+    """The current device, as a context that changes nothing."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+BACKEND = register(CUDABackend()) if installed() else None
