@@ -1,0 +1,188 @@
+"""Eager pointwise math: the scalar primitives (codegen/prims.py) computed on whole arrays
+through an array module ``xp``, and ``interpret``, which turns a definition ``defn(ops, x, ...)``
+into a kernel ``impl(xp, x, ...)`` of the op table.
+
+Only ``xp.`` functions and array methods compute here, so a CuPy array module gets the same
+handler; the special functions numpy lacks (erf, erfc) come from a per-module library table.
+A primitive that is one function of ``xp`` is that function itself, bound on the handler:
+``ops.exp(x)`` is ``xp.exp(x)`` with no Python frame in between, so an op defined as one
+primitive costs one array call, and a composition costs its array calls and nothing else.
+
+The values a definition sees are the arrays the dispatcher hands the kernel, already in the
+op's compute type (float16 and bfloat16 widened to float32; the dispatcher rounds the result
+once when it stores it), so the primitives' typed semantics are the array module's: integers
+wrap, a Python number operand is weakly typed (NEP 50). Where the array module differs from a
+primitive's semantics, the handler's method adapts it (sign at NaN and on bool).
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+import inspect
+from collections.abc import Callable
+
+from .. import _dtype as D
+from ..codegen.prims import PRIMS, ScalarOps
+from . import special
+
+# primitive -> the array module's function computing exactly it
+DIRECT = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide",
+    "neg": "negative", "reciprocal": "reciprocal", "abs": "abs",
+    "min": "minimum", "max": "maximum",  # both propagate NaN
+    "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
+    "ge": "greater_equal", "where": "where", "bitwise_not": "invert",
+    "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": "log2",
+    "log10": "log10", "log1p": "log1p", "sqrt": "sqrt", "pow": "power",
+    "sin": "sin", "cos": "cos", "tan": "tan", "asin": "arcsin", "acos": "arccos",
+    "atan": "arctan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "asinh": "arcsinh",
+    "acosh": "arccosh", "atanh": "arctanh", "floor": "floor", "ceil": "ceil", "trunc": "trunc",
+}
+
+# primitives an array module lacks, by the module's name: ``fn(x)`` on that module's arrays
+LIBRARIES: dict[str, dict[str, Callable]] = {
+    "numpy": {"erf": special.erf, "erfc": special.erfc},
+}
+LIBRARY_PRIMS = ("erf", "erfc")
+
+
+class XpOps(ScalarOps):
+    """The primitives on arrays of the array module ``xp``."""
+
+    def __init__(self, xp, library: dict[str, Callable] | None = None):
+        self.xp = xp
+        self.library = dict(LIBRARIES.get(xp.__name__, {}) if library is None else library)
+        # the fast binding: ops.<prim> is the module's function (or the library's) itself
+        for prim, fn in DIRECT.items():
+            setattr(self, prim, getattr(xp, fn))
+        for prim, fn in self.library.items():
+            setattr(self, prim, fn)
+
+    def rsqrt(self, a):
+        return 1 / self.xp.sqrt(a)
+
+    def sign(self, a):
+        if a.dtype.kind == "b":
+            return a.copy()
+        xp = self.xp
+        s = xp.sign(a)
+        if a.dtype.kind == "f":  # numpy: sign(nan) = nan; the primitive (PyTorch): 0
+            s = xp.where(xp.isnan(a), xp.zeros((), a.dtype), s)
+        return s
+
+    def cast(self, a, dtype: D.dtype):
+        return a.astype(dtype.np)
+
+    def constant(self, value, dtype: D.dtype):
+        return self.xp.asarray(value).astype(dtype.np)  # integers wrap, floats round
+
+
+def _forward(prim: str, fn: str):
+    """The class-level method of a directly bound primitive (instances shadow it)."""
+    def method(self, *args):
+        return getattr(self.xp, fn)(*args)
+    method.__name__ = method.__qualname__ = prim
+    method.__doc__ = PRIMS[prim].semantics
+    return method
+
+
+def _from_library(prim: str):
+    def method(self, a):
+        fn = self.library.get(prim)
+        if fn is None:
+            raise NotImplementedError(f"{prim}: no library kernel for {self.xp.__name__} arrays")
+        return fn(a)
+    method.__name__ = method.__qualname__ = prim
+    method.__doc__ = PRIMS[prim].semantics
+    return method
+
+
+for _prim, _fn in DIRECT.items():
+    setattr(XpOps, _prim, _forward(_prim, _fn))
+for _prim in LIBRARY_PRIMS:
+    setattr(XpOps, _prim, _from_library(_prim))
+abc.update_abstractmethods(XpOps)
+
+_HANDLERS: dict = {}
+
+
+def handler(xp) -> XpOps:
+    """The primitives' handler of array module ``xp`` (one per module)."""
+    ops = _HANDLERS.get(xp)
+    if ops is None:
+        ops = _HANDLERS[xp] = XpOps(xp)
+    return ops
+
+
+class _Recorder:
+    """A stand-in handler that records the primitives a definition calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        if name not in PRIMS:
+            raise AttributeError(name)
+
+        def record(*args):
+            value = object()
+            self.calls.append((name, args, value))
+            return value
+        return record
+
+
+def one_primitive(defn: Callable) -> str | None:
+    """The primitive ``defn`` is, when it is one primitive applied to its operands in order
+    (``lambda ops, x: ops.exp(x)``); else None. Definitions are pure: what they compute
+    depends on their arguments alone, so one trial run on stand-ins tells."""
+    params = list(inspect.signature(defn).parameters.values())[1:]
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or
+           p.default is not p.empty for p in params):
+        return None
+    rec = _Recorder()
+    operands = tuple(object() for _ in params)
+    try:
+        out = defn(rec, *operands)
+    except Exception:  # a definition that looks at its values: not a bare primitive
+        return None
+    if len(rec.calls) == 1:
+        name, args, value = rec.calls[0]
+        if out is value and len(args) == len(operands) and \
+                all(a is b for a, b in zip(args, operands)):
+            return name
+    return None
+
+
+class Bound(dict):
+    """Array module -> ``defn`` bound to that module's handler: ``kernel(*args, **kwargs)``.
+    Built on first use; a one-primitive definition binds to the handler's function itself
+    (``xp.exp`` for exp), so calling it costs what calling numpy costs."""
+
+    def __init__(self, defn: Callable):
+        super().__init__()
+        self.defn = defn
+        self.prim = one_primitive(defn)
+
+    def __missing__(self, xp):
+        ops = handler(xp)
+        kernel = getattr(ops, self.prim) if self.prim else functools.partial(self.defn, ops)
+        self[xp] = kernel
+        return kernel
+
+
+def interpret(defn: Callable) -> Callable:
+    """``impl(xp, *args, **kwargs)``: ``defn(ops, *args, **kwargs)`` run on ``xp``'s handler.
+
+    The kernel keeps ``defn``'s signature after its first parameter (``ops`` stands where the
+    op table's kernels have ``xp``), so it registers as an op's impl; ``impl.kernels`` is its
+    ``Bound`` map, for callers that look the kernel up themselves. ``defn`` returns a value
+    some primitive computed (never an operand as it came: the op table wraps the result as a
+    new tensor)."""
+    kernels = Bound(defn)
+
+    @functools.wraps(defn)
+    def impl(xp, *args, **kwargs):
+        return kernels[xp](*args, **kwargs)
+    impl.kernels = kernels
+    return impl
