@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import operator
 
 import numpy as np
 import pytest
@@ -134,6 +135,8 @@ def test_one_primitive_definitions_bind_to_the_array_function():
     assert xp_ops.one_primitive(lambda ops, x: ops.exp(ops.neg(x))) is None
     assert xp_ops.one_primitive(lambda ops, x, y: ops.sub(y, x)) is None  # operands swapped
     assert xp_ops.one_primitive(lambda ops, x, y: ops.sub(x, y)) == "sub"
+    # arithmetic binds to Python's operators: numpy reuses temporaries' memory through them
+    assert xp_ops.interpret(lambda ops, x, y: ops.add(x, y)).kernels[np] is operator.add
     x = np.linspace(-3, 3, 7, dtype=np.float32)
     np.testing.assert_array_equal(xp_ops.interpret(UNARY["frac"].math)(np, x), x - np.trunc(x))
     assert list(inspect.signature(exp).parameters) == ["ops", "x"]  # registers as an impl
@@ -150,7 +153,8 @@ DOMAIN = {
     "log1p": (-0.99, 1e30, "u+l"), "sqrt": (1e-30, 1e30, "l"), "rsqrt": (1e-30, 1e30, "l"),
     "pow": (1e-2, 100, "l"), "sin": (-100, 100, "u"), "cos": (-100, 100, "u"),
     "tan": (-100, 100, "u"), "asin": (-1, 1, "u"), "acos": (-1, 1, "u"),
-    "atan": (1e-20, 1e20, "±l"), "sinh": (-80, 80, "u"), "cosh": (-80, 80, "u"),
+    "atan": (1e-20, 1e20, "±l"), "atan2": (1e-20, 1e20, "±l"), "hypot": (1e-15, 1e15, "±l"),
+    "copysign": (1e-3, 1e3, "±l"), "sinh": (-80, 80, "u"), "cosh": (-80, 80, "u"),
     "tanh": (-20, 20, "u"), "asinh": (1e-20, 1e20, "±l"), "acosh": (1, 1e20, "l"),
     "atanh": (-0.999, 0.999, "u"), "erf": (-6, 6, "u"), "erfc": (-3, 9, "u"),
     "floor": (-1e3, 1e3, "u"), "ceil": (-1e3, 1e3, "u"), "trunc": (-1e3, 1e3, "u"),
@@ -192,6 +196,8 @@ def _exact(mp, name: str, a, b=None):
          "rsqrt": lambda: 1 / mp.sqrt(a), "pow": lambda: mp.power(a, b),
          "sin": lambda: mp.sin(a), "cos": lambda: mp.cos(a), "tan": lambda: mp.tan(a),
          "asin": lambda: mp.asin(a), "acos": lambda: mp.acos(a), "atan": lambda: mp.atan(a),
+         "atan2": lambda: mp.atan2(a, b), "hypot": lambda: mp.hypot(a, b),
+         "copysign": lambda: abs(a) if b > 0 else -abs(a),
          "sinh": lambda: mp.sinh(a), "cosh": lambda: mp.cosh(a), "tanh": lambda: mp.tanh(a),
          "asinh": lambda: mp.asinh(a), "acosh": lambda: mp.acosh(a),
          "atanh": lambda: mp.atanh(a), "erf": lambda: mp.erf(a), "erfc": lambda: mp.erfc(a),

@@ -104,6 +104,9 @@ class CScalarOps(ScalarOps):
     def asin(self, a): return self._fn("asin", a)
     def acos(self, a): return self._fn("acos", a)
     def atan(self, a): return self._fn("atan", a)
+    def atan2(self, a, b): return f"atan2{self.f}({a}, {b})"
+    def hypot(self, a, b): return f"hypot{self.f}({a}, {b})"
+    def copysign(self, a, b): return f"copysign{self.f}({a}, {b})"
     def sinh(self, a): return self._fn("sinh", a)
     def cosh(self, a): return self._fn("cosh", a)
     def tanh(self, a): return f"em_tanhf({a})" if self.f else f"tanh({a})"
@@ -122,6 +125,10 @@ class CScalarOps(ScalarOps):
 
     def bitwise_not(self, a):
         return f"!{a}" if self.dtype is D.bool_ else f"~{a}"
+
+    def bitwise_and(self, a, b): return f"{a} & {b}"
+    def bitwise_or(self, a, b): return f"{a} | {b}"
+    def bitwise_xor(self, a, b): return f"{a} ^ {b}"
 
     def cast(self, a, dtype: D.dtype):
         return cast_expr(self.dtype, dtype, a)
