@@ -7,11 +7,15 @@ Values are C scalars of the compute type: float16 and bfloat16 are ``float`` (lo
 rounded once at the store), bool is ``uint8_t`` holding 0 or 1. Complex dtypes have no C
 spelling: code generation never sees them. Every primitive has a C spelling;
 ``C_MISSING`` would name one that had none, with why, and tests/test_prims.py reads it.
+Integers narrower than ``int`` wrap as the primitives say (C computes them in ``int`` and the
+conversion back wraps); ``int32_t`` and ``int64_t`` overflow is undefined in C, and wraps only
+because the compilers do so in practice (the build flags, codegen/c/runtime.py, have no
+``-fwrapv``).
 
 The float32 spellings of exp, tanh and erf call the branch-free helpers em_expf, em_tanhf and
 em_erff (vectorizable, within the primitives' accuracy), which the compiler's C prelude
-defines (ember/compiler/codegen_c.py, PRELUDE) next to the GELU helpers it shares with eager
-code through backends/special.py's coefficients.
+defines (ember/compiler/codegen_c.py, PRELUDE). The prelude stays there for now: its GELU
+helpers take their coefficients from backends/special.py, a layer above this one.
 """
 
 from __future__ import annotations
