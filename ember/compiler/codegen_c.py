@@ -1,18 +1,18 @@
 """C code generation for a Plan: one C function per kernel, plus the Python wrapper source
 that allocates buffers, calls kernels through ctypes and runs the eager steps.
 
-``CScalarOps`` is the codegen interface: one method per primitive scalar operation, each
-returning a C expression over already-named operands. A Triton backend would implement the
-same methods.
+``CScalarOps`` (codegen/c/scalar_ops.py) spells each primitive scalar operation as a C
+expression over already-named operands; the prelude below defines the helpers it calls.
 """
 
 from __future__ import annotations
 
-import math
 import os
 
 from .. import _dtype as D
 from ..backends.special import NCDF_D, NCDF_N
+from ..codegen.c.scalar_ops import CTYPE, CScalarOps, cast_expr
+from ..codegen.c.scalar_ops import c_literal as _number_literal
 from .codegen_rows import (COLUMNS, KEPT_ROW_MAX, _column_mode, _columns_body, _row_cache,
                            _rows_body)
 from .fusion import CatKernel, Kernel, Plan, RowsKernel
@@ -20,9 +20,6 @@ from .lower import Const, Expr, Load, RowRef, contiguous_strides
 from .symbolic import SymInt, wrapper_bindings
 from .wrapper import wrapper_source
 
-CTYPE = {D.float32: "float", D.float64: "double", D.float16: "float", D.bfloat16: "float",
-         D.int8: "int8_t", D.int16: "int16_t", D.int32: "int32_t", D.int64: "int64_t",
-         D.uint8: "uint8_t", D.bool_: "uint8_t"}
 STORAGE = {**CTYPE, D.float16: "_Float16", D.bfloat16: "uint16_t"}
 
 PRELUDE = """\
@@ -273,87 +270,7 @@ def c_literal(value, dt: D.dtype) -> str:
     ct = CTYPE[dt]
     if isinstance(value, SymInt):  # a size of a dynamic graph (a kernel parameter)
         return f"(({ct})({value}))"
-    if dt.kind == "f":
-        v = float(value)
-        if math.isnan(v):
-            return f"(({ct})NAN)"
-        if math.isinf(v):
-            return f"(({ct})({'-' if v < 0 else ''}INFINITY))"
-        return f"(({ct}){v.hex()})"
-    if dt is D.bool_:
-        return "1" if value else "0"
-    return f"(({ct}){int(value)}LL)"
-
-
-class CScalarOps:
-    """The C spelling of each primitive scalar operation (operands are C identifiers)."""
-
-    def __init__(self, ct: str):
-        self.ct = ct
-        self.f = "f" if ct == "float" else ""
-        self.is_float = ct in ("float", "double")
-
-    def _fn(self, name, a):
-        return f"{name}{self.f}({a})"
-
-    def add(self, a, b): return f"{a} + {b}"
-    def sub(self, a, b): return f"{a} - {b}"
-    def mul(self, a, b): return f"{a} * {b}"
-    def div(self, a, b): return f"{a} / {b}"
-    def neg(self, a): return f"-{a}"
-    def max(self, a, b): return f"(({a} != {a}) || {a} > {b}) ? {a} : {b}"  # NaN propagates
-    def min(self, a, b): return f"(({a} != {a}) || {a} < {b}) ? {a} : {b}"
-    def relu(self, a): return f"({a} != {a}) ? {a} : ({a} > 0 ? {a} : 0)"
-    def where(self, c, a, b): return f"{c} ? {a} : {b}"
-    def eq(self, a, b): return f"{a} == {b}"
-    def ne(self, a, b): return f"{a} != {b}"
-    def lt(self, a, b): return f"{a} < {b}"
-    def le(self, a, b): return f"{a} <= {b}"
-    def gt(self, a, b): return f"{a} > {b}"
-    def ge(self, a, b): return f"{a} >= {b}"
-    def exp(self, a): return f"em_expf({a})" if self.f else f"exp({a})"
-    def log(self, a): return self._fn("log", a)
-    def sqrt(self, a): return self._fn("sqrt", a)
-    def tanh(self, a): return f"em_tanhf({a})" if self.f else f"tanh({a})"
-    def erf(self, a): return f"em_erff({a})" if self.f else f"erf({a})"
-    def sin(self, a): return self._fn("sin", a)
-    def cos(self, a): return self._fn("cos", a)
-    def log1p(self, a): return self._fn("log1p", a)
-    def expm1(self, a): return self._fn("expm1", a)
-    def rsqrt(self, a): return f"1 / {self._fn('sqrt', a)}"
-    def reciprocal(self, a): return f"1 / {a}"
-    def sigmoid(self, a): return f"1 / (1 + {self.exp('-' + a)})"
-
-    def gelu(self, a):  # x Phi(x); float64: libm's erfc has no cancellation below zero
-        return f"em_geluf({a})" if self.f else f"{a} * (0.5 * erfc(-0.7071067811865476 * {a}))"
-
-    def gelu_grad(self, a):  # Phi(x) + x phi(x)
-        if self.f:
-            return f"em_gelu_gradf({a})"
-        return (f"0.5 * erfc(-0.7071067811865476 * {a}) + "
-                f"{a} * 0.3989422804014327 * exp(-0.5 * {a} * {a})")
-
-    def abs(self, a):
-        return self._fn("fabs", a) if self.is_float else f"{a} < 0 ? -{a} : {a}"
-
-    def pow(self, a, b, const=None):
-        if const == 2:
-            return f"{a} * {a}"
-        if const == 1:
-            return a
-        if const == 0.5:
-            return self._fn("sqrt", a)
-        return f"pow{self.f}({a}, {b})"
-
-
-def cast_expr(src: D.dtype, dst: D.dtype, a: str) -> str:
-    if dst is D.bool_:
-        return f"(uint8_t)({a} != 0)"
-    if dst is D.float16:
-        return f"(float)(_Float16)({a})"
-    if dst is D.bfloat16:
-        return f"em_bf16_round((float)({a}))"
-    return f"({CTYPE[dst]})({a})"
+    return _number_literal(value, dt)
 
 
 def load_expr(dt: D.dtype, ref: str) -> str:

@@ -2,7 +2,11 @@
 (powers are in powers.py).
 
 Registered with ``binop`` (pointwise.promoted_op): the impl receives its operands promoted to
-one compute type, and a meta function comes with the op.
+one compute type, and a meta function comes with the op. Where an op's math is a composition
+of the scalar primitives (codegen/prims.py) it is written as a definition over them,
+``defn(ops, ...)``, that numpy eager interprets (backends/xp_ops.interpret); the rest are
+numpy's algorithms (integer division, floor division and remainder, logaddexp, fmax/fmin,
+logical ops, shifts) or the CPU backend's kernels.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as D
+from ..backends.xp_ops import interpret
 from .bind import tensor_method
 from .pointwise import kind, promoted_op as binop, to_compute, type_name
 from ..backends.base import ARRAY_TYPES
@@ -173,9 +178,10 @@ def _(ctx, g):
 
 
 @binop(INT_TO_FLOAT, inplace=True, saves=("input", "other"))
-def true_divide(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
+@interpret
+def true_divide(ops, input: "Scalar|Tensor", other: "Scalar|Tensor"):
     """``true_divide(input, other)`` is ``div(input, other)``."""
-    return xp.true_divide(input, other)
+    return ops.div(input, other)
 
 
 true_divide.def_backward(_true_div_backward)
@@ -236,9 +242,10 @@ BOTH = ("input", "other")
 
 
 @binop(INT_TO_FLOAT, tensor_only=BOTH, kinds="f", inplace=True, saves=BOTH)
-def atan2(xp, input: "Tensor", other: "Tensor"):
+@interpret
+def atan2(ops, input: "Tensor", other: "Tensor"):
     """``atan2(input, other)``: the angle of (other, input)."""
-    return xp.arctan2(input, other)
+    return ops.atan2(input, other)
 
 
 @atan2.def_backward
@@ -256,12 +263,18 @@ def _no_complex_extremum(name):
     return {"c": (RuntimeError, f"{name} not implemented for complex tensors.")}
 
 
-def _extremum(name, kernel, first_wins, nan_aware):
-    @binop(tensor_only=BOTH, kinds="bif", refuse=_no_complex_extremum(name), saves=BOTH,
-           name=name)
-    def impl(xp, input: "Tensor", other: "Tensor"):
-        return getattr(xp, kernel)(input, other)
-    impl.__doc__ = f"``{name}(input, other)``, elementwise."
+def _extremum(name, prim, first_wins, nan_aware):
+    if prim is not None:  # maximum, minimum: the primitive max/min (NaN propagates)
+        def math(ops, input: "Tensor", other: "Tensor"):
+            return getattr(ops, prim)(input, other)
+        kernel = interpret(math)
+    else:  # fmax, fmin: numpy's NaN-ignoring ufunc (the composition takes five array passes)
+        def kernel(xp, input: "Tensor", other: "Tensor"):
+            return getattr(xp, name)(input, other)
+    kernel.__name__ = name
+    kernel.__doc__ = f"``{name}(input, other)``, elementwise."
+    impl = binop(tensor_only=BOTH, kinds="bif", refuse=_no_complex_extremum(name), saves=BOTH,
+                 name=name)(kernel)
 
     @impl.def_backward
     def _(ctx, g):
@@ -275,16 +288,17 @@ def _extremum(name, kernel, first_wins, nan_aware):
     return impl
 
 
-maximum = _extremum("maximum", "maximum", lambda a, b: a > b, False)
-minimum = _extremum("minimum", "minimum", lambda a, b: a < b, False)
-fmax = _extremum("fmax", "fmax", lambda a, b: a >= b, True)
-fmin = _extremum("fmin", "fmin", lambda a, b: a <= b, True)
+maximum = _extremum("maximum", "max", lambda a, b: a > b, False)
+minimum = _extremum("minimum", "min", lambda a, b: a < b, False)
+fmax = _extremum("fmax", None, lambda a, b: a >= b, True)
+fmin = _extremum("fmin", None, lambda a, b: a <= b, True)
 
 
 @binop(tensor_only=BOTH, kinds="f", inplace=True, saves=BOTH, save_output=True)
-def hypot(xp, input: "Tensor", other: "Tensor"):
+@interpret
+def hypot(ops, input: "Tensor", other: "Tensor"):
     """``hypot(input, other)``: sqrt(input^2 + other^2) without overflow."""
-    return xp.hypot(input, other)
+    return ops.hypot(input, other)
 
 
 @hypot.def_backward
@@ -329,9 +343,10 @@ def _(ctx, g):
 
 @binop(INT_TO_FLOAT, tensor_only=("input",), kinds="f", inplace=True, saves=("input",),
        save_output=True)
-def copysign(xp, input: "Tensor", other: "Scalar|Tensor"):
+@interpret
+def copysign(ops, input: "Tensor", other: "Scalar|Tensor"):
     """``copysign(input, other)``: |input| with other's sign (including -0.0's)."""
-    return xp.copysign(input, other)
+    return ops.copysign(input, other)
 
 
 @copysign.def_backward
@@ -342,11 +357,11 @@ def _(ctx, g):
 
 
 @binop(INT_TO_FLOAT, kinds="f", inplace=True, saves=BOTH)
-def xlogy(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
+@interpret
+def xlogy(ops, input: "Scalar|Tensor", other: "Scalar|Tensor"):
     """``xlogy(input, other)``: input * log(other), 0 where input is 0 (unless other is NaN)."""
-    x, y = input, other
-    r = xp.multiply(x, xp.log(y))
-    return xp.where((x == 0) & ~xp.isnan(y), xp.zeros((), r.dtype), r)
+    r = ops.mul(input, ops.log(other))
+    return ops.where(ops.bitwise_and(ops.eq(input, 0), ops.eq(other, other)), 0, r)
 
 
 @xlogy.def_backward
@@ -362,23 +377,23 @@ def _(ctx, g):
 
 
 # ---------------------------------------------------------------------- comparisons and logic
-def _comparison(name, kernel, ordered):
+def _comparison(name, ordered):
     refuse = {"c": (NotImplementedError, f'"{name}_cpu" not implemented for \'{{T}}\'')}
 
-    @binop(ALWAYS_BOOL, tensor_only=("input",), kinds="bif" if ordered else "bifc",
-           refuse=refuse, inplace=True, differentiable=False, name=name)
-    def impl(xp, input: "Tensor", other: "Scalar|Tensor"):
-        return getattr(xp, kernel)(input, other)
-    impl.__doc__ = f"``{name}(input, other)``: a bool tensor."
-    return impl
+    def math(ops, input: "Tensor", other: "Scalar|Tensor"):  # the primitive of that name
+        return getattr(ops, name)(input, other)
+    math.__name__ = name
+    math.__doc__ = f"``{name}(input, other)``: a bool tensor."
+    return binop(ALWAYS_BOOL, tensor_only=("input",), kinds="bif" if ordered else "bifc",
+                 refuse=refuse, inplace=True, differentiable=False, name=name)(interpret(math))
 
 
-eq = _comparison("eq", "equal", False)
-ne = _comparison("ne", "not_equal", False)
-lt = _comparison("lt", "less", True)
-le = _comparison("le", "less_equal", True)
-gt = _comparison("gt", "greater", True)
-ge = _comparison("ge", "greater_equal", True)
+eq = _comparison("eq", False)
+ne = _comparison("ne", False)
+lt = _comparison("lt", True)
+le = _comparison("le", True)
+gt = _comparison("gt", True)
+ge = _comparison("ge", True)
 alias_all({"greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
            "not_equal": "ne"})
 
@@ -419,9 +434,9 @@ def _bitwise(name, kernel, kinds="bi", cpu_name=None):
     return impl
 
 
-bitwise_and = _bitwise("bitwise_and", lambda xp, a, b: xp.bitwise_and(a, b))
-bitwise_or = _bitwise("bitwise_or", lambda xp, a, b: xp.bitwise_or(a, b))
-bitwise_xor = _bitwise("bitwise_xor", lambda xp, a, b: xp.bitwise_xor(a, b))
+bitwise_and = _bitwise("bitwise_and", interpret(lambda ops, a, b: ops.bitwise_and(a, b)))
+bitwise_or = _bitwise("bitwise_or", interpret(lambda ops, a, b: ops.bitwise_or(a, b)))
+bitwise_xor = _bitwise("bitwise_xor", interpret(lambda ops, a, b: ops.bitwise_xor(a, b)))
 bitwise_left_shift = _bitwise("bitwise_left_shift", lambda xp, a, b: _shift(xp, a, b, True),
                               "i", "lshift")
 bitwise_right_shift = _bitwise("bitwise_right_shift", lambda xp, a, b: _shift(xp, a, b, False),
@@ -488,7 +503,10 @@ def where(xp, condition: "Tensor", input: "Scalar|Tensor" = None, other: "Scalar
     if condition.dtype != np.bool_:
         raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
                            f"with dtype {type_name(condition)}")
-    return xp.where(condition, input, other)
+    return _select(xp, condition, input, other)
+
+
+_select = interpret(lambda ops, c, a, b: ops.where(c, a, b))
 
 
 @where.def_backward
@@ -528,12 +546,17 @@ def clamp(xp, input: "Tensor", min: "Scalar|Tensor" = None, max: "Scalar|Tensor"
     """``clamp(input, min=None, max=None)``: min(max(input, min), max); NaN propagates."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    return _clamp(xp, input, min, max)
+
+
+@interpret
+def _clamp(ops, input, min, max):  # a bound that is None is left out
     r = input
     if min is not None:
-        r = xp.maximum(r, min)
+        r = ops.max(r, min)
     if max is not None:
-        r = xp.minimum(r, max)
-    return input.copy() if r is input else r
+        r = ops.min(r, max)
+    return r
 
 
 @clamp.def_backward
@@ -558,9 +581,10 @@ alias_all({"clip": "clamp"})
 
 @binop(tensor_only=("input",), kinds="bif", refuse=_CLAMP, check=_check_clamp, inplace=True,
        saves=("input", "min"))
-def clamp_min(xp, input: "Tensor", min: "Scalar|Tensor"):
+@interpret
+def clamp_min(ops, input: "Tensor", min: "Scalar|Tensor"):
     """``clamp_min(input, min)``."""
-    return xp.maximum(input, min)
+    return ops.max(input, min)
 
 
 @clamp_min.def_backward
@@ -571,9 +595,10 @@ def _(ctx, g):
 
 @binop(tensor_only=("input",), kinds="bif", refuse=_CLAMP, check=_check_clamp, inplace=True,
        saves=("input", "max"))
-def clamp_max(xp, input: "Tensor", max: "Scalar|Tensor"):
+@interpret
+def clamp_max(ops, input: "Tensor", max: "Scalar|Tensor"):
     """``clamp_max(input, max)``."""
-    return xp.minimum(input, max)
+    return ops.min(input, max)
 
 
 @clamp_max.def_backward
@@ -610,12 +635,14 @@ def _short(a):
 
 @binop(tensor_only=("input", "end"), kinds="fc", check=_check_lerp, inplace=True,
        saves=("input", "end", "weight"))
-def lerp(xp, input: "Tensor", end: "Tensor", weight: "Scalar|Tensor"):
+@interpret
+def lerp(ops, input: "Tensor", end: "Tensor", weight: "Scalar|Tensor"):
     """``lerp(input, end, weight)``: input + weight * (end - input)."""
-    w = weight if type(weight) not in ARRAY_TYPES else weight.astype(input.dtype)
-    # PyTorch's two-sided formula keeps lerp exact at weight 0 and 1
-    small = xp.abs(w) < 0.5
-    return xp.where(small, input + w * (end - input), end - (end - input) * (1 - w))
+    # PyTorch's two-sided formula keeps lerp exact at weight 0 and 1 (weight arrives promoted
+    # to input's dtype, a Python number included)
+    d = ops.sub(end, input)
+    return ops.where(ops.lt(ops.abs(weight), 0.5), ops.add(input, ops.mul(weight, d)),
+                     ops.sub(end, ops.mul(d, ops.sub(1, weight))))
 
 
 @lerp.def_backward
@@ -648,7 +675,12 @@ TERNARY = ("input", "tensor1", "tensor2")
        saves=("tensor1", "tensor2"))
 def addcmul(xp, input: "Tensor", tensor1: "Tensor", tensor2: "Tensor", *, value=1):
     """``addcmul(input, tensor1, tensor2, *, value=1)``: input + value * tensor1 * tensor2."""
-    return input + to_compute(xp, value, input.dtype) * (tensor1 * tensor2)
+    return _addcmul(xp, input, tensor1, tensor2, to_compute(xp, value, input.dtype))
+
+
+@interpret
+def _addcmul(ops, input, tensor1, tensor2, value):
+    return ops.add(input, ops.mul(value, ops.mul(tensor1, tensor2)))
 
 
 @addcmul.def_backward
@@ -660,7 +692,12 @@ def _(ctx, g):
 @binop(tensor_only=TERNARY, check=_check_addcdiv, inplace=True, saves=("tensor1", "tensor2"))
 def addcdiv(xp, input: "Tensor", tensor1: "Tensor", tensor2: "Tensor", *, value=1):
     """``addcdiv(input, tensor1, tensor2, *, value=1)``: input + value * tensor1 / tensor2."""
-    return input + to_compute(xp, value, input.dtype) * (tensor1 / tensor2)
+    return _addcdiv(xp, input, tensor1, tensor2, to_compute(xp, value, input.dtype))
+
+
+@interpret
+def _addcdiv(ops, input, tensor1, tensor2, value):
+    return ops.add(input, ops.mul(value, ops.div(tensor1, tensor2)))
 
 
 @addcdiv.def_backward

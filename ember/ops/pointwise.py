@@ -1,6 +1,11 @@
-"""Pointwise ops: the unary ones, defined by one table (name, numpy kernel, derivative,
-dtypes), and ``promoted_op``, the registration helper of the binary and ternary ones
-(binary.py), which promotes their operands itself.
+"""Pointwise ops: the unary ones, defined by one table (name, math, derivative, dtypes), and
+``promoted_op``, the registration helper of the binary and ternary ones (binary.py), which
+promotes their operands itself.
+
+An op's math is a definition over the scalar primitives (codegen/prims.py),
+``lambda ops, x: ops.exp(x)``, which numpy eager interprets (backends/xp_ops.py); the few
+special functions that are no primitive and no composition of them (erfinv, lgamma, digamma)
+are library kernels (``Library``).
 
 Gradients follow PyTorch's complex convention: for a holomorphic f the input gradient is
 ``grad * conj(f'(x))`` (see ``Unary``).
@@ -8,6 +13,7 @@ Gradients follow PyTorch's complex convention: for a holomorphic f the input gra
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import math
@@ -17,6 +23,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..backends import special
+from ..backends.xp_ops import interpret
 from .bind import tensor_method
 from ..backends.base import ARRAY_TYPES
 from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, OPS, alias_all, arg_type_error, op
@@ -198,10 +205,18 @@ def _pointwise_meta(opname, params, tensors, pnames, promote, tensor_only):
 
 
 # ---------------------------------------------------------------------- unary table
+class Library(NamedTuple):
+    """The math of an op that is a special function of the backend's library, not a
+    composition of primitives: ``fn(x)`` on the compute-type array."""
+
+    fn: Callable
+
+
 class Unary(NamedTuple):
     """One row of the table.
 
-    kernel: a numpy function name (looked up on ``xp``) or ``kernel(xp, x)``.
+    math:   the op's math, ``defn(ops, x)`` over the scalar primitives (codegen/prims.py), or
+            a ``Library`` kernel.
     deriv:  ``deriv(g, x, y)``, the input gradient ``g * f'(x)`` in ember ops (x the input,
             y the output), or "zero" (piecewise constant), or None (not differentiable).
             For complex tensors it receives conj(x) and conj(y): every function here has
@@ -214,22 +229,13 @@ class Unary(NamedTuple):
             so those rows conjugate f'(x) themselves (``_cj``), as PyTorch does.
     """
 
-    kernel: str | Callable
+    math: Callable | Library
     deriv: Callable | str | None = None
     needs: str | None = None
     promote: str = INT_TO_FLOAT
     kinds: str = "fc"
     refuse: dict | None = None
     raw: bool = False
-
-
-def _sign(xp, x):
-    if x.dtype == np.bool_:
-        return x.copy()
-    s = xp.sign(x)
-    if kind(x) == "f":  # PyTorch: sign(nan) = 0
-        s = xp.where(xp.isnan(x), xp.zeros((), x.dtype), s)
-    return s
 
 
 def _no_complex(name):
@@ -258,51 +264,68 @@ def _acosh_deriv(x):
     return (x * x - 1).rsqrt()
 
 
+def _sigmoid(ops, x):
+    # 1 / (1 + exp(-x)) is exact enough and saturates correctly at both ends
+    return ops.div(1, ops.add(1, ops.exp(ops.neg(x))))
+
+
+def _frac(ops, x):
+    return ops.sub(x, ops.trunc(x))
+
+
 UNARY = {
-    "exp": Unary("exp", lambda g, x, y: g * y, "y"),
-    "exp2": Unary("exp2", lambda g, x, y: g * y * LN2, "y"),
-    "expm1": Unary("expm1", lambda g, x, y: g * (y + 1), "y"),
-    "log": Unary("log", lambda g, x, y: g / x, "x"),
-    "log2": Unary("log2", lambda g, x, y: g / (x * LN2), "x"),
-    "log10": Unary("log10", lambda g, x, y: g / (x * LN10), "x"),
-    "log1p": Unary("log1p", lambda g, x, y: g / (x + 1), "x"),
-    "sqrt": Unary("sqrt", lambda g, x, y: g / (2 * y), "y"),
-    "rsqrt": Unary(lambda xp, x: 1 / xp.sqrt(x), lambda g, x, y: -0.5 * g * y * y * y, "y"),
-    "reciprocal": Unary("reciprocal", lambda g, x, y: -g * y * y, "y"),
-    "sin": Unary("sin", lambda g, x, y: g * x.cos(), "x"),
-    "cos": Unary("cos", lambda g, x, y: -g * x.sin(), "x"),
-    "tan": Unary("tan", lambda g, x, y: g * (1 + y * y), "y"),
-    "asin": Unary("arcsin", lambda g, x, y: g * _cj((1 - x * x).rsqrt()), "x", raw=True),
-    "acos": Unary("arccos", lambda g, x, y: -g * _cj((1 - x * x).rsqrt()), "x", raw=True),
-    "atan": Unary("arctan", lambda g, x, y: g / (1 + x * x), "x"),
-    "sinh": Unary("sinh", lambda g, x, y: g * x.cosh(), "x"),
-    "cosh": Unary("cosh", lambda g, x, y: g * x.sinh(), "x"),
-    "tanh": Unary("tanh", lambda g, x, y: g * (1 - y * y), "y"),
-    "asinh": Unary("arcsinh", lambda g, x, y: g * _cj((x * x + 1).rsqrt()), "x", raw=True),
-    "acosh": Unary("arccosh", lambda g, x, y: g * _cj(_acosh_deriv(x)), "x", raw=True),
-    "atanh": Unary("arctanh", lambda g, x, y: g / (1 - x * x), "x"),
-    "sigmoid": Unary(lambda xp, x: special.sigmoid(x), lambda g, x, y: g * (y * (1 - y)), "y"),
-    "erf": Unary(lambda xp, x: special.erf(x),
+    "exp": Unary(lambda ops, x: ops.exp(x), lambda g, x, y: g * y, "y"),
+    "exp2": Unary(lambda ops, x: ops.exp2(x), lambda g, x, y: g * y * LN2, "y"),
+    "expm1": Unary(lambda ops, x: ops.expm1(x), lambda g, x, y: g * (y + 1), "y"),
+    "log": Unary(lambda ops, x: ops.log(x), lambda g, x, y: g / x, "x"),
+    "log2": Unary(lambda ops, x: ops.log2(x), lambda g, x, y: g / (x * LN2), "x"),
+    "log10": Unary(lambda ops, x: ops.log10(x), lambda g, x, y: g / (x * LN10), "x"),
+    "log1p": Unary(lambda ops, x: ops.log1p(x), lambda g, x, y: g / (x + 1), "x"),
+    "sqrt": Unary(lambda ops, x: ops.sqrt(x), lambda g, x, y: g / (2 * y), "y"),
+    "rsqrt": Unary(lambda ops, x: ops.rsqrt(x), lambda g, x, y: -0.5 * g * y * y * y, "y"),
+    "reciprocal": Unary(lambda ops, x: ops.reciprocal(x), lambda g, x, y: -g * y * y, "y"),
+    "sin": Unary(lambda ops, x: ops.sin(x), lambda g, x, y: g * x.cos(), "x"),
+    "cos": Unary(lambda ops, x: ops.cos(x), lambda g, x, y: -g * x.sin(), "x"),
+    "tan": Unary(lambda ops, x: ops.tan(x), lambda g, x, y: g * (1 + y * y), "y"),
+    "asin": Unary(lambda ops, x: ops.asin(x), lambda g, x, y: g * _cj((1 - x * x).rsqrt()),
+                  "x", raw=True),
+    "acos": Unary(lambda ops, x: ops.acos(x), lambda g, x, y: -g * _cj((1 - x * x).rsqrt()),
+                  "x", raw=True),
+    "atan": Unary(lambda ops, x: ops.atan(x), lambda g, x, y: g / (1 + x * x), "x"),
+    "sinh": Unary(lambda ops, x: ops.sinh(x), lambda g, x, y: g * x.cosh(), "x"),
+    "cosh": Unary(lambda ops, x: ops.cosh(x), lambda g, x, y: g * x.sinh(), "x"),
+    "tanh": Unary(lambda ops, x: ops.tanh(x), lambda g, x, y: g * (1 - y * y), "y"),
+    "asinh": Unary(lambda ops, x: ops.asinh(x), lambda g, x, y: g * _cj((x * x + 1).rsqrt()),
+                   "x", raw=True),
+    "acosh": Unary(lambda ops, x: ops.acosh(x), lambda g, x, y: g * _cj(_acosh_deriv(x)),
+                   "x", raw=True),
+    "atanh": Unary(lambda ops, x: ops.atanh(x), lambda g, x, y: g / (1 - x * x), "x"),
+    "sigmoid": Unary(_sigmoid, lambda g, x, y: g * (y * (1 - y)), "y"),
+    "erf": Unary(lambda ops, x: ops.erf(x),
                  lambda g, x, y: g * (-x * x).exp() * TWO_OVER_SQRT_PI, "x", kinds="f"),
-    "erfc": Unary(lambda xp, x: special.erfc(x),
+    "erfc": Unary(lambda ops, x: ops.erfc(x),
                   lambda g, x, y: g * (-x * x).exp() * -TWO_OVER_SQRT_PI, "x", kinds="f"),
-    "erfinv": Unary(lambda xp, x: special.erfinv(x),
+    "erfinv": Unary(Library(special.erfinv),
                     lambda g, x, y: g * (y * y).exp() * (math.sqrt(math.pi) / 2), "y",
                     kinds="f"),
-    "lgamma": Unary(lambda xp, x: special.lgamma(x), lambda g, x, y: g * x.digamma(), "x",
-                    kinds="f"),
-    "digamma": Unary(lambda xp, x: special.digamma(x), lambda g, x, y: g * _trigamma(x), "x",
+    "lgamma": Unary(Library(special.lgamma), lambda g, x, y: g * x.digamma(), "x", kinds="f"),
+    "digamma": Unary(Library(special.digamma), lambda g, x, y: g * _trigamma(x), "x",
                      kinds="f"),
-    "neg": Unary("negative", lambda g, x, y: -g, None, DEFAULT, "ifc",
+    "neg": Unary(lambda ops, x: ops.neg(x), lambda g, x, y: -g, None, DEFAULT, "ifc",
                  {"b": (RuntimeError, _NEG_BOOL)}),
-    "sign": Unary(_sign, "zero", None, DEFAULT, "bif",
+    # the primitive has PyTorch's sign(nan) = 0 and sign(bool) = itself
+    "sign": Unary(lambda ops, x: ops.sign(x), "zero", None, DEFAULT, "bif",
                   {"c": (NotImplementedError, _SIGN_COMPLEX)}),
-    "floor": Unary("floor", "zero", None, DEFAULT, "if", _no_complex("floor")),
-    "ceil": Unary("ceil", "zero", None, DEFAULT, "if", _no_complex("ceil")),
-    "trunc": Unary("trunc", "zero", None, DEFAULT, "if", _no_complex("trunc")),
-    "frac": Unary(lambda xp, x: x - xp.trunc(x), lambda g, x, y: g, None, DEFAULT, "f"),
-    "bitwise_not": Unary("invert", None, None, DEFAULT, "bi"),
+    # on integers the identity (see _INTEGER_IDENTITY)
+    "floor": Unary(lambda ops, x: ops.floor(x), "zero", None, DEFAULT, "if",
+                   _no_complex("floor")),
+    "ceil": Unary(lambda ops, x: ops.ceil(x), "zero", None, DEFAULT, "if", _no_complex("ceil")),
+    "trunc": Unary(lambda ops, x: ops.trunc(x), "zero", None, DEFAULT, "if",
+                   _no_complex("trunc")),
+    "frac": Unary(_frac, lambda g, x, y: g, None, DEFAULT, "f"),
+    "bitwise_not": Unary(lambda ops, x: ops.bitwise_not(x), None, None, DEFAULT, "bi"),
 }
+_sign = interpret(UNARY["sign"].math)
 # integer floor/ceil/trunc are the identity (numpy would turn them into floats)
 _INTEGER_IDENTITY = {"floor", "ceil", "trunc"}
 alias_all({"negative": "neg", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
@@ -320,16 +343,18 @@ def check_kinds(name: str, x: np.ndarray, kinds: str, refuse: dict | None = None
 
 
 def _register_unary(name: str, row: Unary):
-    ufunc = row.kernel if callable(row.kernel) else None
     identity_ints = name in _INTEGER_IDENTITY
+    if isinstance(row.math, Library):
+        fn = row.math.fn
+        kernels = collections.defaultdict(lambda: fn)
+    else:
+        kernels = interpret(row.math).kernels  # array module -> the math on its arrays
 
     def impl(xp, input: "Tensor"):
         check_kinds(name, input, row.kinds, row.refuse)
         if identity_ints and kind(input) != "f":
             return input.copy()
-        if ufunc is not None:
-            return ufunc(xp, input)
-        return getattr(xp, row.kernel)(input)
+        return kernels[xp](input)
 
     impl.__name__ = name
     impl.__doc__ = f"``{name}(input)``, elementwise."
@@ -383,7 +408,7 @@ def _(ctx, g):
 def sgn(xp, input: "Tensor"):
     """``sgn(input)``: sign for real input, ``z / |z|`` (0 at 0) for complex."""
     if kind(input) != "c":
-        return _sign(xp, input)
+        return _sign(xp, input)  # PyTorch's sign, the primitive's
     a = xp.abs(input)
     return xp.where(a == 0, 0, input / xp.where(a == 0, 1, a)).astype(input.dtype)
 
