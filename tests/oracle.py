@@ -47,10 +47,10 @@ def to_torch(x, requires_grad=None):
 
 def to_numpy(x) -> np.ndarray:
     if isinstance(x, ember.Tensor):
-        a = x.detach()._data
+        a = x.detach().cpu()._data
         return a.astype(np.float32) if x.dtype is ember.bfloat16 else np.asarray(a)
     if isinstance(x, torch.Tensor):
-        x = x.detach().resolve_conj()  # torch's lazy conjugate views refuse .numpy()
+        x = x.detach().resolve_conj().cpu()  # lazy conjugate views refuse .numpy()
         if x._is_zerotensor():  # torch's symbolic zero gradients have no storage
             return np.zeros(tuple(x.shape), dtype=x.new_empty(0).numpy().dtype)
         if x.dtype == torch.bfloat16:

@@ -172,6 +172,8 @@ RANDOM = {n for n, d in OPS.items() if "random" in d.tags}
 
 # Ops that are not meaningful to compile on their own.
 EXCLUDED = {
+    "_to_device": "moves a tensor between devices: a CPU-only run has one device to compile "
+                  "for (the compiler's device handling comes with its GPU backend)",
     "_view_take": "only the double backward of _view_grad uses it; double backward through a "
                   "compiled graph is documented as unsupported",
 }

@@ -112,7 +112,11 @@ class Unconvertible(Exception):
 
 
 def to_ember(x):
-    """torch sample value -> ember equivalent (the inverse of oracle.to_torch)."""
+    """torch sample value -> ember equivalent (the inverse of oracle.to_torch); a CUDA
+    tensor becomes an ember CUDA tensor (contiguous: views are made on the host)."""
+    if isinstance(x, torch.Tensor) and x.is_cuda:
+        t = to_ember(x.detach().cpu()).detach().cuda()
+        return t.requires_grad_() if x.requires_grad else t
     if isinstance(x, torch.Tensor):
         if x.dtype.is_complex or x.layout != torch.strided:
             raise Unconvertible(f"{x.dtype}/{x.layout} tensor")
@@ -213,7 +217,7 @@ def same_up_to_ties(o, sample, e_out, t_out, rtol, atol):
     _shape_dtype(e_idx, t_idx, "indices")
     if t_idx.shape != x.shape and t_idx.ndim == x.ndim - 1:  # a reduced dim was dropped
         t_idx, e_idx = t_idx.unsqueeze(dim), e_idx.unsqueeze(dim)
-    picked_e = x.gather(dim, torch.from_numpy(to_numpy(e_idx)))
+    picked_e = x.gather(dim, torch.from_numpy(to_numpy(e_idx)).to(x.device))
     np.testing.assert_array_equal(to_numpy(picked_e), to_numpy(x.gather(dim, t_idx)),
                                   err_msg="elements the indices select")
 
@@ -283,8 +287,10 @@ def check_grad(o, sample, dtype, t_args, t_kw, t_out, e_args, e_kw, e_out):
     if not ins_t or not pairs:
         return
     rng = np.random.default_rng(0)
-    g_t = [torch.from_numpy(rng.standard_normal(tuple(b.shape))).to(b.dtype) for _, b in pairs]
-    g_e = [ember.tensor(to_numpy(g), dtype=edtype(g.dtype)) for g in g_t]
+    g_t = [torch.from_numpy(rng.standard_normal(tuple(b.shape))).to(b.dtype).to(b.device)
+           for _, b in pairs]
+    g_e = [ember.tensor(to_numpy(g), dtype=edtype(g.dtype), device=str(a.device))
+           for (a, _), g in zip(pairs, g_t)]
     try:
         want = torch.autograd.grad([b for _, b in pairs], ins_t, g_t, allow_unused=True)
     except Exception:  # noqa: BLE001  torch has no derivative here
@@ -317,17 +323,17 @@ def describe(s) -> str:
     return f"({_short(s.input)}, {', '.join(_short(a) for a in s.args)}; {kw})"
 
 
-def op_failures(o, fn) -> list[str]:
-    """Every sample failure of OpInfo ``o`` as 'dtype sample#k: error' lines."""
+def op_failures(o, fn, device: str = "cpu") -> list[str]:
+    """Every sample failure of OpInfo ``o`` on ``device`` as 'dtype sample#k: error' lines."""
     failures, compared = [], 0
-    supported = o.supported_dtypes("cpu")
+    supported = o.supported_dtypes(device)
     for dtype, n in MAX_SAMPLES.items():
         if dtype not in supported:
             continue
         grad = dtype.is_floating_point and o.supports_autograd
         torch.manual_seed(0)
         try:  # sample_inputs_func directly: OpInfo.sample_inputs walks the stack per call
-            samples = list(itertools.islice(o.sample_inputs_func(o, "cpu", dtype, grad), n))
+            samples = list(itertools.islice(o.sample_inputs_func(o, device, dtype, grad), n))
         except Exception:  # noqa: BLE001  torch cannot build samples for this dtype
             continue
         for k, s in enumerate(samples):
@@ -341,7 +347,7 @@ def op_failures(o, fn) -> list[str]:
                                 f"{' '.join(msg)[:300]}")
     if not compared and not failures:
         failures.append("no sample could be compared")
-    return failures + method_failures(o)
+    return failures + (method_failures(o) if device == "cpu" else [])
 
 
 class _Variant:

@@ -467,6 +467,8 @@ def _parse_key(x: Tensor, key) -> tuple[tuple, list]:
                                      "long or byte Variables are valid indices (got "
                                      f"{type(e).__name__})")
                 e = _as_index_tensor(e)
+            if e._backend is not x._backend and e.device.type == "cpu":
+                e = e.to(x.device)  # CPU indices index any device's tensor, as in PyTorch
             dt = e._dtype
             if dt is D.uint8:
                 warnings.warn("indexing with dtype ember.uint8 is now deprecated, please use "

@@ -402,8 +402,8 @@ def linalg_svd(xp, A: "Tensor", full_matrices=True, *, driver=None):
 def _off_diag_inverse(E):
     """1 / E off the diagonal, 0 on it (without ever dividing by the zero diagonal)."""
     n = E.shape[-1]
-    off = 1 - eye(n, dtype=E.dtype)
-    return off / (E + eye(n, dtype=E.dtype))
+    off = 1 - eye(n, dtype=E.dtype, device=E.device)
+    return off / (E + eye(n, dtype=E.dtype, device=E.device))
 
 
 def svd_grad(U, S, Vh, gU, gS, gVh):
@@ -552,7 +552,7 @@ def linalg_pinv(xp, A: "Tensor", rcond=None, hermitian=False, *, atol=None, rtol
         return xp.zeros(A.shape[:-2] + (n, m), A.dtype)
     else:
         U, s, Vh = xp.linalg.svd(A, full_matrices=False)
-    s_max = s.max(-1, initial=0)[..., None]
+    s_max = s.max(-1)[..., None] if s.shape[-1] else xp.zeros(s.shape[:-1] + (1,), s.dtype)
     cutoff = xp.maximum(xp.asarray(atol_v)[..., None], xp.asarray(rtol_v)[..., None] * s_max)
     keep = s > cutoff
     if hermitian:
@@ -686,7 +686,7 @@ def _matrix_power(A, n):
         raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, but "
                            f"they are {A.shape[-2]} by {A.shape[-1]} matrices")
     if n == 0:  # overwrite a copy of A, so the result is part of A's graph with zero gradient
-        return A.clone().copy_(eye(A.shape[-1], dtype=A.dtype).expand(A.shape))
+        return A.clone().copy_(eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(A.shape))
     if n < 0:
         A, n = inverse(A), -n
     result, power = None, A

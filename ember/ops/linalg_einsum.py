@@ -226,7 +226,7 @@ def _operand_grad(k: int, terms: list[str], out: str, ops: list, g):
                 n = next(spare)
                 renamed += n
                 eye_terms.append(c + n)
-                eyes.append(eye(size[c], dtype=g.dtype))
+                eyes.append(eye(size[c], dtype=g.dtype, device=g.device))
             else:
                 renamed += c
                 seen.add(c)

@@ -109,7 +109,7 @@ def trace(xp, input: "Tensor"):
 @trace.def_backward
 def _(ctx, g):
     n, m = ctx.input.shape
-    return g * eye(n, m, dtype=g.dtype)
+    return g * eye(n, m, dtype=g.dtype, device=g.device)
 
 
 def _register_tri(name, kernel):

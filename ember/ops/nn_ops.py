@@ -39,17 +39,17 @@ def _type_name(npdt) -> str:
 
 
 # ---------------------------------------------------------------------- random noise
-def bernoulli_like(shape, p: float, dtype) -> Tensor:
+def bernoulli_like(shape, p: float, dtype, device=None) -> Tensor:
     """A tensor of ``shape`` whose entries are 1 with probability ``p`` and 0 otherwise, drawn
     from ember's generator."""
     from .creation import empty
-    return empty(tuple(shape), dtype=dtype).bernoulli_(p)
+    return empty(tuple(shape), dtype=dtype, device=device).bernoulli_(p)
 
 
 def uniform_like(input: Tensor, low: float, high: float) -> Tensor:
     """Noise shaped like ``input``, uniform on [low, high), drawn from ember's generator."""
     from .creation import empty
-    return empty(tuple(input.shape), dtype=input.dtype).uniform_(low, high)
+    return empty(tuple(input.shape), dtype=input.dtype, device=input.device).uniform_(low, high)
 
 
 # ---------------------------------------------------------------------- linear layers
@@ -297,7 +297,7 @@ def _dropout(input: Tensor, p: float, train: bool, feature: bool, alpha: bool,
         zero = input.new_zeros(())
         return input.mul_(zero) if inplace else input * zero
     shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2) if feature else tuple(input.shape)
-    keep = bernoulli_like(shape, 1 - p, input.dtype)
+    keep = bernoulli_like(shape, 1 - p, input.dtype, input.device)
     if alpha:
         a = 1 / math.sqrt((_SELU_NEG ** 2 * p + 1) * (1 - p))
         shift = (keep - 1) * (_SELU_NEG * a) + _SELU_NEG * a * p

@@ -111,8 +111,8 @@ def diagonal(xp, input: "Tensor", offset=0, dim1=0, dim2=1):
     if a == b:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     d = xp.diagonal(input, offset, a, b)
-    # numpy-only: flags.writeable (numpy hands out read-only diagonals; PyTorch's are writable)
-    if input.flags.writeable:
+    # numpy hands out read-only diagonals (PyTorch's are writable; CuPy's have no such flag)
+    if not getattr(d.flags, "writeable", True) and input.flags.writeable:
         d.flags.writeable = True
     return d
 

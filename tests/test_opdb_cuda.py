@@ -1,0 +1,152 @@
+"""The OpInfo net of test_opdb.py on the GPU: every OpInfo whose op ember has, on OpInfo's
+own CUDA samples, against torch's CUDA results (part of the GPU tier: ``-m cuda``).
+
+``KNOWN_CUDA`` lists the ops that do not run on ember's CUDA backend yet, with the first
+error: kernels marked ``# numpy-only`` (ufunc ``.at``, numpy's Generator, ...), host-side
+work on tensor data. An entry that starts passing fails the suite and must be removed, so
+the list is the backend's honest inventory.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ember
+from test_opdb import ENTRIES, op_failures
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not ember.cuda.is_available(),
+                       reason="no CUDA device for ember (CuPy and a GPU are needed)"),
+    pytest.mark.skipif(not torch.cuda.is_available(),
+                       reason="no CUDA build of torch to compare with"),
+]
+
+KNOWN_CUDA: dict[str, str] = {
+    "__getitem__":
+        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
+    "__rmod__":
+        "integer division by zero: ember raises as torch's CPU does; torch's CUDA does not",
+    "abs":
+        "dtype support differs by device: torch's CUDA kernel takes a dtype its CPU refuses",
+    "as_strided":
+        "numpy-only kernel (as_strided over the storage)",
+    "as_strided.partial_views":
+        "numpy-only kernel (as_strided over the storage)",
+    "bernoulli":
+        "random ops draw from numpy's Generator on the host: needs Philox on the device",
+    "cummax":
+        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
+    "cummin":
+        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
+    "digamma":
+        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
+    "erfinv":
+        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
+    "histc":
+        "dtype support differs by device: torch's CUDA kernel takes a dtype its CPU refuses",
+    "index_add":
+        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
+    "index_put":
+        "host-side work on the tensor's data (index/embedding writes, searchsorted)",
+    "lgamma":
+        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
+    "logcumsumexp":
+        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
+    "mode":
+        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
+    "multinomial":
+        "random ops draw from numpy's Generator on the host: needs Philox on the device",
+    "mvlgamma.mvlgamma_p_1":
+        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
+    "mvlgamma.mvlgamma_p_3":
+        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
+    "mvlgamma.mvlgamma_p_5":
+        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
+    "nn.functional.avg_pool1d":
+        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
+    "nn.functional.avg_pool2d":
+        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
+    "nn.functional.avg_pool3d":
+        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
+    "nn.functional.conv1d":
+        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
+    "nn.functional.conv2d":
+        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
+    "nn.functional.conv3d":
+        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
+    "nn.functional.conv_transpose1d":
+        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
+    "nn.functional.conv_transpose2d":
+        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
+    "nn.functional.conv_transpose3d":
+        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
+    "nn.functional.embedding":
+        "host-side work on the tensor's data (index/embedding writes, searchsorted)",
+    "nn.functional.gelu":
+        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
+    "nn.functional.max_pool1d":
+        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
+    "nn.functional.max_pool2d":
+        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
+    "nn.functional.max_pool3d":
+        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
+    "nn.functional.pdist":
+        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
+    "nn.functional.rrelu":
+        "random ops draw from numpy's Generator on the host: needs Philox on the device",
+    "nn.functional.softsign":
+        "dtype support differs by device: torch's CUDA kernel takes a dtype its CPU refuses",
+    "nn.functional.unfold":
+        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
+    "normal":
+        "random ops draw from numpy's Generator on the host: needs Philox on the device",
+    "normal.number_mean":
+        "random ops draw from numpy's Generator on the host: needs Philox on the device",
+    "polygamma.polygamma_n_0":
+        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
+    "polygamma.polygamma_n_1":
+        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
+    "polygamma.polygamma_n_2":
+        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
+    "polygamma.polygamma_n_3":
+        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
+    "polygamma.polygamma_n_4":
+        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
+    "scatter":
+        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
+    "scatter_add":
+        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
+    "scatter_reduce.amax":
+        "gradient of amin/amax ties differs from torch's CUDA rule",
+    "scatter_reduce.amin":
+        "gradient of amin/amax ties differs from torch's CUDA rule",
+    "scatter_reduce.prod":
+        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
+    "scatter_reduce.sum":
+        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
+    "searchsorted":
+        "host-side work on the tensor's data (index/embedding writes, searchsorted)",
+    "take":
+        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
+    "trace":
+        "dtype support differs by device: torch's CUDA kernel takes a dtype its CPU refuses",
+    "unfold":
+        "numpy-only kernel (as_strided over the storage)",
+}
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e[0] for e in ENTRIES])
+def test_op_matches_torch_cuda(entry):
+    name, o, fn = entry
+    failures = op_failures(o, fn, "cuda")
+    if name in KNOWN_CUDA:
+        assert failures, f"{name} now matches torch on CUDA: remove it from KNOWN_CUDA"
+        return
+    assert not failures, f"{name}:\n" + "\n".join(failures)
+
+
+def test_known_cuda_names_are_ops():
+    stale = sorted(set(KNOWN_CUDA) - {e[0] for e in ENTRIES})
+    assert not stale, f"KNOWN_CUDA names ops this file does not run: {stale}"
