@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ["ops", "train", "compile", "compile_train"]
+SUITES = ["ops", "train", "compile", "compile_train", "cuda"]
 
 
 def main(argv=None) -> None:

@@ -48,7 +48,7 @@ def rows_shape(shape: tuple, axis: int) -> tuple:
 def usable(*arrays: np.ndarray) -> bool:
     """Whether arrays of this size and dtype should try the native path at all."""
     a = arrays[0]
-    return a.size >= MIN_ELEMENTS and a.dtype in _DTYPES and \
+    return type(a) is np.ndarray and a.size >= MIN_ELEMENTS and a.dtype in _DTYPES and \
         all(b.dtype == a.dtype and b.shape == a.shape for b in arrays[1:])
 
 

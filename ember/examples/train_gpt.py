@@ -63,12 +63,13 @@ class CharData:
     def vocab_size(self) -> int:
         return len(self.itos)
 
-    def batch(self, split: str, batch_size: int, block: int, generator):
+    def batch(self, split: str, batch_size: int, block: int, generator, device="cpu"):
+        """Inputs and next-character targets, drawn on the host and moved to ``device``."""
         data = self.train if split == "train" else self.val
         ix = torch.randint(len(data) - block - 1, (batch_size,), generator=generator)
         offsets = torch.arange(block)
         idx = ix.unsqueeze(1) + offsets
-        return data[idx], data[idx + 1]
+        return data[idx].to(device), data[idx + 1].to(device)
 
     def decode(self, ids) -> str:
         return "".join(self.itos[i] for i in ids)
@@ -122,7 +123,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None):
         t = idx.shape[1]
-        x = self.tok(idx) + self.pos(torch.arange(t))
+        x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
         for blk in self.blocks:
             x = blk(x)
         logits = self.head(self.ln(x))
@@ -135,7 +136,8 @@ class GPT(nn.Module):
         for _ in range(n):
             logits, _ = self(idx[:, -self.block:])
             probs = F.softmax(logits[:, -1, :] / temperature, dim=-1)
-            nxt = torch.multinomial(probs, 1, generator=generator)
+            # the generator is the host's: sample there, then continue on the model's device
+            nxt = torch.multinomial(probs.cpu(), 1, generator=generator).to(idx.device)
             idx = torch.cat([idx, nxt], dim=1)
         return idx
 
@@ -153,7 +155,7 @@ def evaluate(model, data, args, generator) -> float:
     model.eval()
     losses = []
     for _ in range(args.eval_batches):
-        x, y = data.batch("val", args.batch_size, args.block, generator)
+        x, y = data.batch("val", args.batch_size, args.block, generator, args.device)
         losses.append(model(x, y)[1].item())
     model.train()
     return sum(losses) / len(losses)
@@ -220,7 +222,7 @@ def main(argv=None) -> dict:
     for step in range(args.steps):
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args)
-        x, y = data.batch("train", args.batch_size, args.block, gen)
+        x, y = data.batch("train", args.batch_size, args.block, gen, device)
         _, loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -269,7 +271,7 @@ def main(argv=None) -> dict:
         print(f"loss curve: {plot}")
     except ImportError:
         print("matplotlib is not installed; no loss curve (pip install -e '.[demo]')")
-    start = torch.tensor([[data.stoi.get("d", 0)]], dtype=torch.int64)
+    start = torch.tensor([[data.stoi.get("d", 0)]], dtype=torch.int64, device=device)
     sample = model.generate(start, args.sample_chars, gen)
     print("sample:\n" + data.decode(sample[0].tolist()))
     return {"val": val, "baseline": baseline, "seconds": elapsed}

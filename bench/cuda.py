@@ -1,0 +1,85 @@
+"""The CUDA backend against PyTorch on the same GPU: small-op overhead, memory-bound and
+compute-bound kernels, and a small training step. ember and torch alternate rounds in one
+process (bench/harness.py). Small ops are timed issue to issue (no synchronisation per call,
+as a training loop issues them); large ones synchronise after each batch of ``REPEAT`` calls,
+so the time is the GPU's."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .harness import run
+
+REPEAT = 10
+
+
+def _sync(lib):
+    lib.cuda.synchronize()
+
+
+def _on_gpu(lib, a, dtype=None):
+    t = lib.tensor(a).cuda()
+    return t if dtype is None else t.to(getattr(lib, dtype))
+
+
+def cases():
+    rng = np.random.default_rng(0)
+    small = rng.standard_normal((8, 8)).astype(np.float32)
+    big = rng.standard_normal((4096, 4096)).astype(np.float32)  # 16M elements
+    m = rng.standard_normal((4096, 4096)).astype(np.float32)
+
+    def small_op(body):
+        def make(lib):
+            x, y = _on_gpu(lib, small), _on_gpu(lib, small)
+            return lambda: body(lib, x, y)
+        return make
+
+    def repeated(body, a, b, dtype=None):
+        def make(lib):
+            x, y = _on_gpu(lib, a, dtype), _on_gpu(lib, b, dtype)
+
+            def step():
+                for _ in range(REPEAT):
+                    body(lib, x, y)
+                _sync(lib)
+            return step
+        return make
+
+    def mlp(lib):
+        lib.manual_seed(0)
+        net = lib.nn.Sequential(lib.nn.Linear(512, 2048), lib.nn.GELU(),
+                                lib.nn.Linear(2048, 512)).cuda()
+        opt = lib.optim.AdamW(net.parameters(), lr=1e-3)
+        x = _on_gpu(lib, rng.standard_normal((256, 512)).astype(np.float32))
+
+        def step():
+            opt.zero_grad()
+            net(x).square().mean().backward()
+            opt.step()
+            _sync(lib)
+        return step
+
+    return [
+        ("add 8x8 (issue to issue)", small_op(lambda lib, x, y: x + y)),
+        ("mul+sum 8x8 (issue to issue)", small_op(lambda lib, x, y: (x * y).sum())),
+        ("matmul 8x8 (issue to issue)", small_op(lambda lib, x, y: x @ y)),
+        (f"add 16M float32 (x{REPEAT})", repeated(lambda lib, x, y: x + y, big, big)),
+        (f"softmax 4096x4096 float32 (x{REPEAT})",
+         repeated(lambda lib, x, y: x.softmax(-1), big, big)),
+        (f"matmul 4096^3 float32 (x{REPEAT})", repeated(lambda lib, x, y: x @ y, m, m)),
+        (f"matmul 4096^3 float16 (x{REPEAT})",
+         repeated(lambda lib, x, y: x @ y, m, m, "float16")),
+        ("MLP 512-2048-512 train step, batch 256", mlp),
+    ]
+
+
+def main() -> None:
+    import ember
+    import torch
+    if not ember.cuda.is_available() or not torch.cuda.is_available():
+        print("\n## cuda: skipped (needs a GPU, ember's CUDA backend and a CUDA build of torch)")
+        return
+    print(f"\n{ember.cuda.get_device_name()}; torch {torch.__version__}")
+    torch.backends.cuda.matmul.allow_tf32 = False  # ember's float32 products are IEEE
+    run("CUDA: ember vs torch on one GPU", cases(), [("ember", ember), ("torch", torch)],
+        budget=1.0)
