@@ -180,3 +180,15 @@ def test_the_array_api_cupy_lacks_is_known():
     from ember.backends import xp_api
     from ember.backends.cuda.backend import cupy
     assert xp_api.missing(cupy()) == []
+
+
+def test_import_ember_imports_no_cupy_and_no_torch():
+    """CuPy is imported at the first CUDA use, never by ``import ember``; torch never."""
+    import subprocess
+    import sys
+    code = ("import sys, ember; assert 'cupy' not in sys.modules, 'cupy imported'; "
+            "assert 'torch' not in sys.modules, 'torch imported'; "
+            "x = ember.ones(2, device='cuda'); assert 'cupy' in sys.modules; "
+            "assert 'torch' not in sys.modules; print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

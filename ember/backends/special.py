@@ -53,6 +53,22 @@ from .cpu import parallel_rows
 _F64 = np.dtype(np.float64)
 _BLOCK = 16384  # elements per pass: the dozens of temporaries of a block stay in cache
 
+# Another backend's array type -> {function: kernel}: the special functions on arrays that are
+# not numpy's (the CUDA backend registers CuPy's here), so they never come to the host.
+LIBRARIES: dict[type, dict] = {}
+
+
+def _library(name: str, x):
+    """The registered kernel ``name`` for ``x``'s array type, or None for numpy arrays."""
+    if type(x) is np.ndarray:
+        return None
+    lib = LIBRARIES.get(type(x))
+    if lib is None:
+        return None  # a Python number or numpy scalar: the host kernel
+    if name not in lib:
+        raise NotImplementedError(f"{name}: no kernel for {type(x).__module__} arrays")
+    return lib[name]
+
 
 def _elementwise(kernel):
     """Wrap ``kernel(x, precise) -> y`` (1-d float64 in and out) as a function of any float
@@ -60,6 +76,9 @@ def _elementwise(kernel):
     ``precise`` is False when the result will be rounded to a narrower type, so a kernel may
     skip refinements only float64 can see."""
     def apply(x, *args):
+        other = _library(kernel.__name__.lstrip("_"), x)
+        if other is not None:
+            return other(x, *args)
         x = np.asarray(x)
         dt = x.dtype if x.dtype.kind == "f" else _F64
         flat = x.reshape(-1)
@@ -417,6 +436,9 @@ def erf32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 def erf(x):
     """The error function; float32 arrays take the float32 kernel ``erf32``."""
+    other = _library("erf", x)
+    if other is not None:
+        return other(x)
     x = np.asarray(x)
     if x.dtype == _F32:
         return erf32(x)

@@ -18,6 +18,7 @@ import importlib.util
 
 from ..._device import device
 from ..base import ARRAY_TYPES, Backend, register
+from .. import special
 from ..xp_api import restricted
 
 
@@ -49,8 +50,10 @@ class CUDABackend(Backend):
 
     @functools.cached_property
     def array_type(self):
-        ARRAY_TYPES.add(cupy().ndarray)
-        return cupy().ndarray
+        cp = cupy()
+        ARRAY_TYPES.add(cp.ndarray)
+        special.LIBRARIES[cp.ndarray] = _special_library()
+        return cp.ndarray
 
     def device_of(self, a) -> device:
         return device("cuda", a.device.id)
@@ -120,6 +123,13 @@ class CUDABackend(Backend):
     def synchronize(self, index=None) -> None:
         with self._on(device("cuda", index) if index is not None else None):
             cupy().cuda.get_current_stream().synchronize()
+
+
+def _special_library() -> dict:
+    """ember's special functions on CuPy arrays: cupyx.scipy.special's kernels."""
+    from cupyx.scipy import special as cs
+    return {"erf": cs.erf, "erfc": cs.erfc, "erfinv": cs.erfinv, "lgamma": cs.gammaln,
+            "digamma": cs.digamma, "polygamma": lambda x, n: cs.polygamma(n, x)}
 
 
 class _Current:
