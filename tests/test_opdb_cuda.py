@@ -42,16 +42,12 @@ KNOWN_CUDA: dict[str, str] = {
         "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
     "digamma":
         "special functions are numpy's (backends/special.py): needs CUDA library kernels",
-    "erfinv":
-        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
     "histc":
         "dtype support differs by device: torch's CUDA kernel takes a dtype its CPU refuses",
     "index_add":
         "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
     "index_put":
         "host-side work on the tensor's data (index/embedding writes, searchsorted)",
-    "lgamma":
-        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
     "logcumsumexp":
         "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
     "mode":

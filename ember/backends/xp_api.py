@@ -28,6 +28,7 @@ XP_API = frozenset("""
     trunc unique vdot where zeros
 """.split())
 LINALG = frozenset("cholesky det eigh eigvalsh inv qr svd".split())
+EXTRAS = frozenset(("add_at",))  # library calls every backend's namespace provides
 STRIDE_TRICKS = frozenset(("as_strided",))
 
 
@@ -46,6 +47,8 @@ def restricted(module, name: str) -> types.ModuleType:
     for n in STRIDE_TRICKS:
         setattr(tricks, n, getattr(module.lib.stride_tricks, n))
     ns.lib = types.SimpleNamespace(stride_tricks=tricks)
+    # library calls beyond the array API, under one name on every backend
+    ns.add_at = module.add.at  # a[indices] += b, unbuffered (repeated indices accumulate)
     return ns
 
 

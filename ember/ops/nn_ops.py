@@ -212,7 +212,9 @@ def embedding_dense_backward(xp, grad_output: "Tensor", indices: "Tensor", num_w
     out = xp.zeros((num_weights, d), acc)
     in_range = flat.size and 0 <= flat.min() and flat.max() < num_weights
     # numpy-only: native.rows_add, a CPU C kernel over numpy memory
-    if flat.size and not (in_range and native.rows_add(  # one C loop over the rows, or
+    if flat.size and type(out) is not np.ndarray:  # another backend: its scatter-add
+        xp.add_at(out, flat, g2.astype(acc, copy=False))
+    elif flat.size and not (in_range and native.rows_add(  # one C loop over the rows, or
             out, flat, xp.ascontiguousarray(g2, dtype=acc))):  # sorted segments, one reduceat
         order = xp.argsort(flat, kind="stable")
         rows, starts = xp.unique(flat[order], return_index=True)

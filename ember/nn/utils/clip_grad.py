@@ -29,7 +29,7 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
         return tensor(0.0)
     dt = ts[0].dtype
     if norm_type == 2.0 and dt.is_floating_point and dt.itemsize >= 4 and \
-            all(t.dtype is dt for t in ts):
+            all(t.dtype is dt and t._backend.name == "cpu" for t in ts):
         # the commonest call (a training step's clipping), without ~50 dispatches: each
         # norm is sqrt(sum(x * x)) in the gradients' dtype, exactly as vector_norm's kernel
         # computes it, and their norm is that kernel's
@@ -61,9 +61,11 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, forea
             c = as_dtype.get(g.dtype)
             if c is None:
                 c = as_dtype[g.dtype] = coef.to(g.dtype)
-            if g.grad_fn is None and g._data.flags.writeable and g.dtype.is_floating_point:
+            backend = g._backend
+            if g.grad_fn is None and g.dtype.is_floating_point and c._backend is backend and \
+                    backend.writeable(g._data):
                 # g.mul_(coef) without its dispatch (a training step clips ~50 gradients)
-                np.multiply(g._data, c._data, out=g._data)
+                backend.xp.multiply(g._data, c._data, out=g._data)
                 g._bump()
             else:
                 g.mul_(c)
