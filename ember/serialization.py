@@ -101,7 +101,7 @@ def _rebuild_param(data: Tensor, requires_grad: bool, *args):
 
 
 def reduce_parameter(p):
-    return (_rebuild_param, (_wrap(p._data, p._dtype), p.requires_grad))
+    return (_rebuild_param, (_wrap(p._data, p._dtype, p._backend), p.requires_grad))
 
 
 # ---------------------------------------------------------------------- writing
@@ -121,8 +121,8 @@ _ORDERED_DICT = collections.OrderedDict
 
 
 class _StorageRef:
-    def __init__(self, key, dtype, numel):
-        self.key, self.dtype, self.numel = key, dtype, numel
+    def __init__(self, key, dtype, numel, location="cpu"):
+        self.key, self.dtype, self.numel, self.location = key, dtype, numel, location
 
 
 class _Pickler(pickle._Pickler):
@@ -142,15 +142,15 @@ class _Pickler(pickle._Pickler):
 
     def persistent_id(self, obj):
         if type(obj) is _StorageRef:
-            return ("storage", _Global("torch", _STORAGE_NAME[obj.dtype]), obj.key, "cpu",
-                    obj.numel)
+            return ("storage", _Global("torch", _STORAGE_NAME[obj.dtype]), obj.key,
+                    obj.location, obj.numel)
         return None
 
     def reducer_override(self, obj):
         from .nn.parameter import Parameter
         if isinstance(obj, Tensor):
             if isinstance(obj, Parameter):
-                return (_REBUILD_PARAM, (_wrap(obj._data, obj._dtype), obj.requires_grad,
+                return (_REBUILD_PARAM, (_wrap(obj._data, obj._dtype, obj._backend), obj.requires_grad,
                                          _ORDERED_DICT()))
             return self._reduce_tensor(obj)
         if type(obj) is Size:
@@ -160,7 +160,12 @@ class _Pickler(pickle._Pickler):
         return NotImplemented
 
     def _reduce_tensor(self, t: Tensor):
-        a = t._data
+        location = "cpu"
+        if t._backend is not _CPU:  # another device's tensor: its host copy, under its device
+            location = str(t.device)  # (views of one device storage are saved apart)
+            a = t._backend.to_host(t._data)
+        else:
+            a = t._data
         root = _root(a)
         flat, offset, stride = _storage_view(a, root)
         if flat is None:  # a layout PyTorch cannot express (negative strides): save a copy
@@ -168,12 +173,12 @@ class _Pickler(pickle._Pickler):
             flat, offset, stride = root.reshape(-1), 0, _CPU.strides(root)
         entry = self.storages.get(id(root))
         if entry is None:
-            entry = (str(len(self.storages)), t._dtype, flat, root)
+            entry = (str(len(self.storages)), t._dtype, flat, root, location)
             self.storages[id(root)] = entry
         elif entry[1] is not t._dtype:
             raise RuntimeError("Cannot save multiple tensors or storages that view the same data "
                                "as different types")
-        ref = _StorageRef(entry[0], t._dtype, entry[2].size)
+        ref = _StorageRef(entry[0], t._dtype, entry[2].size, entry[4])
         return (_REBUILD_TENSOR, (ref, offset, Size(a.shape), stride, t.requires_grad,
                                   _ORDERED_DICT()))
 
@@ -246,7 +251,7 @@ def _write_zip(fh, root, pkl, storages, no_byteorder):
         _record(zf, f"{root}/.storage_alignment", b"64")
         if not no_byteorder:
             _record(zf, f"{root}/byteorder", sys.byteorder.encode())
-        for key, _, flat, _ in storages.values():
+        for key, _, flat, *_ in storages.values():
             raw = np.ascontiguousarray(flat).view(np.uint8)  # bytes, whatever the dtype
             _record(zf, f"{root}/data/{key}", memoryview(raw))
         _record(zf, f"{root}/version", b"3\n")
@@ -592,6 +597,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None 
         root = pkl[: -len("data.pkl")]
         mapped = np.memmap(path, dtype=np.uint8, mode="c") if mmap else None
         cache: dict = {}
+        targets: dict = {}  # id(storage array) -> the device its tensors go to
 
         def persistent_load(pid):
             if not isinstance(pid, tuple) or len(pid) < 5 or pid[0] != "storage":
@@ -615,6 +621,9 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None 
                     cache[key] = mapped[start:start + nbytes].view(dtype.np)
                 else:
                     cache[key] = np.frombuffer(bytearray(zf.read(name)), dtype=dtype.np)
+                target = _target_device(_location, map_location)
+                if target != "cpu":
+                    targets[id(cache[key])] = target
             return cache[key]
 
         try:
@@ -623,16 +632,59 @@ def load(f, map_location=None, pickle_module=None, *, weights_only: bool | None 
             raise RuntimeError(f"ember.load: corrupt checkpoint ({e})") from None
         if weights_only:
             try:
-                return _weights_only_unpickle(data, persistent_load)
+                return _to_devices(_weights_only_unpickle(data, persistent_load), targets)
             except pickle.UnpicklingError as e:
                 raise pickle.UnpicklingError(_UNSAFE + str(e)) from None
             except (ValueError, IndexError, KeyError, TypeError, EOFError) as e:
                 raise pickle.UnpicklingError(_UNSAFE + f"corrupt pickle data: {e}") from None
         unpickler = _FullUnpickler(io.BytesIO(data), persistent_load, **pickle_load_args)
-        return unpickler.load()
+        return _to_devices(unpickler.load(), targets)
     finally:
         if path is not None:
             fh.close()
+
+
+def _target_device(location: str, map_location) -> str:
+    """Where a storage saved at ``location`` ("cpu", "cuda:0") loads: PyTorch's rules for
+    ``map_location`` None (where it was), a device or string, or a dict of locations."""
+    if isinstance(map_location, dict):
+        target = map_location.get(location, location)
+    elif map_location is None or callable(map_location):
+        target = location
+    else:
+        target = map_location
+    target = str(target)
+    if target.startswith("cuda"):
+        from .backends import base
+        if "cuda" not in base.BACKENDS:
+            raise RuntimeError("Attempting to deserialize object on a CUDA device but "
+                               "torch.cuda.is_available() is False. If you are running on a "
+                               "CPU-only machine, please use torch.load with "
+                               "map_location=torch.device('cpu') to map your storages to the "
+                               "CPU.")
+    return target
+
+
+def _to_devices(obj, targets: dict, seen=None):
+    """Move the loaded tensors whose storage belongs on another device there, in place (a
+    Parameter stays the same object); walks dicts, lists and tuples."""
+    if not targets:
+        return obj
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return obj
+    seen.add(id(obj))
+    if isinstance(obj, Tensor):
+        device = targets.get(id(_root(obj._data))) if obj._backend is _CPU else None
+        if device is not None:
+            obj.data = obj.data.to(device)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _to_devices(v, targets, seen)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _to_devices(v, targets, seen)
+    return obj
 
 
 def get_unsafe_globals_in_checkpoint(f) -> list[str]:

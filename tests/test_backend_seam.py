@@ -172,3 +172,32 @@ def test_to_moves_between_backends_with_gradients():
         y.detach().numpy()
     d = x.to("cuda:1", ember.float64)
     assert d._backend is OTHER and d.dtype == ember.float64
+
+
+def test_save_and_load_tensors_of_another_device(tmp_path):
+    """A device tensor is saved as its host copy under its device's location ("cuda:1", as
+    PyTorch writes it); loading puts it back there, or where map_location says."""
+    import torch
+
+    x = ember.randn(3, 4).to("cuda:1")
+    p = ember.nn.Parameter(ember.randn(2).to("cuda:1"))
+    f = tmp_path / "t.pt"
+    ember.save({"x": x, "p": p, "c": ember.ones(2)}, f)
+    back = ember.load(f)
+    assert back["x"]._backend is OTHER and back["p"]._backend is OTHER
+    assert isinstance(back["p"], ember.nn.Parameter) and back["c"]._backend is CPU
+    np.testing.assert_array_equal(back["x"].cpu().numpy(), x.cpu().numpy())
+    on_cpu = ember.load(f, map_location="cpu")
+    assert on_cpu["x"]._backend is CPU
+    np.testing.assert_array_equal(on_cpu["x"].numpy(), x.cpu().numpy())
+    mapped = ember.load(f, map_location={"cuda:1": "cpu"})
+    assert mapped["x"]._backend is CPU
+    t = torch.load(f, map_location="cpu")  # PyTorch reads the location it wrote
+    np.testing.assert_array_equal(t["x"].numpy(), x.cpu().numpy())
+    base.unregister("cuda")
+    try:
+        with pytest.raises(RuntimeError, match="Attempting to deserialize object on a CUDA "
+                                               "device"):
+            ember.load(f)
+    finally:
+        base.register(OTHER)
