@@ -16,7 +16,8 @@ import ember
 
 torch = pytest.importorskip("torch")
 
-pytestmark = [
+# the GPU tier's marks: selected by ``-m cuda``; skipped with the reason where nothing to run on
+GPU_TIER = pytestmark = [
     pytest.mark.cuda,
     pytest.mark.skipif(not ember.cuda.is_available(),
                        reason="no CUDA device for ember (CuPy and a GPU are needed)"),

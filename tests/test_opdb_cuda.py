@@ -10,18 +10,11 @@ the list is the backend's honest inventory.
 from __future__ import annotations
 
 import pytest
-import torch
 
-import ember
+from test_cuda import GPU_TIER
 from test_opdb import ENTRIES, op_failures
 
-pytestmark = [
-    pytest.mark.cuda,
-    pytest.mark.skipif(not ember.cuda.is_available(),
-                       reason="no CUDA device for ember (CuPy and a GPU are needed)"),
-    pytest.mark.skipif(not torch.cuda.is_available(),
-                       reason="no CUDA build of torch to compare with"),
-]
+pytestmark = GPU_TIER
 
 KNOWN_CUDA: dict[str, str] = {
     "__getitem__":

@@ -80,8 +80,17 @@ class Backend:
         raise NotImplementedError
 
     def strides(self, a) -> tuple:
-        """Strides in elements (PyTorch's ``stride()``)."""
-        raise NotImplementedError
+        """Strides in elements (PyTorch's ``stride()``), from an array's byte strides (numpy's
+        and CuPy's); an empty array's are the contiguous ones, as PyTorch reports them
+        (numpy's are arbitrary there)."""
+        isz = a.itemsize
+        if a.size == 0:
+            out, acc = [], 1
+            for n in reversed(a.shape):
+                out.append(acc)
+                acc *= max(n, 1)
+            return tuple(reversed(out))
+        return tuple(s // isz for s in a.strides)
 
     def storage(self, a):
         """The array owning ``a``'s memory."""

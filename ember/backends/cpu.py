@@ -274,16 +274,6 @@ class CPUBackend(Backend):
     def copy_into(self, dst, src) -> None:
         np.copyto(dst, src, casting="unsafe")
 
-    def strides(self, a) -> tuple:
-        isz = a.itemsize
-        if a.size == 0:  # numpy's strides of an empty array are arbitrary; PyTorch's contiguous
-            out, acc = [], 1
-            for n in reversed(a.shape):
-                out.append(acc)
-                acc *= max(n, 1)
-            return tuple(reversed(out))
-        return tuple(s // isz for s in a.strides)
-
     storage = staticmethod(_root)
 
     def storage_offset(self, a) -> int:

@@ -84,16 +84,6 @@ class CUDABackend(Backend):
             src = cp.asarray(src)
         cp.copyto(dst, src, casting="unsafe")
 
-    def strides(self, a) -> tuple:
-        isz = a.itemsize
-        if a.size == 0:
-            out, acc = [], 1
-            for n in reversed(a.shape):
-                out.append(acc)
-                acc *= max(n, 1)
-            return tuple(reversed(out))
-        return tuple(s // isz for s in a.strides)
-
     def storage(self, a):
         while isinstance(a.base, self.array_type):
             a = a.base
