@@ -27,12 +27,15 @@ class Inputs:
         self.device = device
         self.rng = np.random.default_rng(seed)
         self.k = 0
-        # moved with ``.to(tensor)``: torch makes fake CUDA tensors that way, without a GPU
-        self._on = None if device == "cpu" else lib.empty(0, device=device)
+        # torch moves to ``.to(tensor)``: it makes fake CUDA tensors that way, without a GPU
+        self._on = lib.empty(0, device=device) if device != "cpu" and lib.__name__ == "torch" \
+            else None
 
     def _make(self, arr: np.ndarray, dtype):
         t = self.lib.from_numpy(np.ascontiguousarray(arr))
-        return t.to(dtype) if self._on is None else t.to(self._on).to(dtype)
+        if self._on is not None:
+            return t.to(self._on).to(dtype)
+        return t.to(dtype) if self.device == "cpu" else t.to(device=self.device, dtype=dtype)
 
     def _float(self, arr: np.ndarray):
         name = self.floats[min(self.k, len(self.floats) - 1)]

@@ -697,3 +697,58 @@ def test_namespaces_have_torchs_autocast_names():
         names -= {"autocast_mode", "_enter_autocast", "_exit_autocast"}
         assert names <= set(dir(mod)), sorted(names - set(dir(mod)))
     assert ember.amp.autocast is ember.autocast
+
+
+# ---------------------------------------------------------------------- on a GPU
+needs_gpu = pytest.mark.skipif(not (ember.cuda.is_available() and torch.cuda.is_available()),
+                               reason="needs a CUDA device for ember and a CUDA build of torch")
+# the CUDA table's ops and a few that autocast leaves alone, on real CUDA tensors
+GPU_CASES = sorted({n for n in CASES if n.split("[")[0] in set().union(
+    *autocast_lists.CUDA.values(), autocast_lists.CUDA_WHEN)} | {
+    "add", "relu", "cat", "stack", "mean", "gelu", "matmul[operator]", "where"})
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("name", GPU_CASES)
+@pytest.mark.parametrize("low", ["float16", "bfloat16"])
+def test_cuda_op_matches_torch_cuda(name, low):
+    def torch_run(n, floats, on):
+        with torch.autocast("cuda", dtype=getattr(torch, low), enabled=on):
+            return run(n, torch, floats, device="cuda")
+
+    def ember_run(n, floats, on):
+        with ember.autocast("cuda", dtype=getattr(ember, low), enabled=on):
+            return run(n, ember, floats, device="cuda")
+    ember_run.values = True
+    _check("cuda", name, low, torch_run, ember_run)
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_cuda_training_step_matches_torch_cuda():
+    from nn_compare import copy_state
+    torch.manual_seed(0)
+    tm = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    em = ember.nn.Sequential(ember.nn.Linear(6, 8), ember.nn.ReLU(), ember.nn.Linear(8, 3))
+    copy_state(tm, em)
+    tm, em = tm.cuda(), em.cuda()
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, (16, 6)).astype(np.float32)
+    y = rng.integers(0, 3, 16)
+    losses = {}
+    for lib, m in ((torch, tm), (ember, em)):
+        opt = lib.optim.SGD(m.parameters(), lr=0.1)
+        xs, ys = lib.from_numpy(x).cuda(), lib.from_numpy(y).cuda()
+        seen = []
+        for _ in range(3):
+            opt.zero_grad()
+            with lib.autocast("cuda"):
+                out = m(xs)
+                value = lib.nn.functional.cross_entropy(out, ys)
+            assert out.dtype == lib.float16 and value.dtype == lib.float32
+            value.backward()
+            opt.step()
+            seen.append(value.item())
+        losses[lib.__name__] = seen
+    np.testing.assert_allclose(losses["ember"], losses["torch"], rtol=3e-3, atol=3e-3)
