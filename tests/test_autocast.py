@@ -582,10 +582,11 @@ def _same_outcome(fn_e, fn_t):
         msgs = [(m.category.__name__, str(m.message).split(" (Triggered internally")[0])
                 for m in w]
         return err, msgs
+    def norm(x):
+        text = repr(x).replace("<class 'ember._device.device'>", "<class 'torch.device'>")
+        return text.replace("torch.bfloat16", "ember.bfloat16").replace("torch.float16",
+                                                                        "ember.float16")
     got, want = outcome(fn_e), outcome(fn_t)
-    norm = lambda x: repr(x).replace("torch.bfloat16", "ember.bfloat16").replace(  # noqa: E731
-        "torch.float16", "ember.float16").replace("<class 'ember._device.device'>", "DEVICE") \
-        .replace("<class 'torch.device'>", "DEVICE")
     assert norm(got) == norm(want), (got, want)
 
 

@@ -361,21 +361,30 @@ class autocast:
 
     def __enter__(self):
         s = _state()
-        self._saved.append((s.cache_enabled, is_autocast_enabled(self.device),
-                            get_autocast_dtype(self.device)))
-        set_autocast_enabled(self.device, self._enabled)
-        set_autocast_dtype(self.device, self.fast_dtype)
-        autocast_increment_nesting()
-        set_autocast_cache_enabled(self._cache_enabled)
+        device = _autocast_device(self.device, "set_autocast_enabled")
+        if not isinstance(self.fast_dtype, D.dtype):
+            set_autocast_dtype(self.device, self.fast_dtype)  # PyTorch's TypeError
+        self._saved.append((s.cache_enabled, s.enabled.get(device), s.dtype.get(device)))
+        s.enabled[device] = self._enabled
+        s.dtype[device] = self.fast_dtype
+        s.rebuild()
+        s.nesting += 1
+        s.cache_enabled = self._cache_enabled
         return self
 
     def __exit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> bool:
-        cache_enabled, enabled, dtype = self._saved.pop()
-        if autocast_decrement_nesting() == 0:
-            clear_autocast_cache()  # the outermost region ends: drop the cached weight casts
-        set_autocast_enabled(self.device, enabled)
-        set_autocast_dtype(self.device, dtype)
-        set_autocast_cache_enabled(cache_enabled)
+        s = _state()
+        device = _device_type(self.device, "set_autocast_enabled")
+        s.cache_enabled, enabled, dtype = self._saved.pop()
+        s.nesting -= 1
+        if s.nesting == 0:
+            s.cache.clear()  # the outermost region ends: drop the cached weight casts
+        for table, value in ((s.enabled, enabled), (s.dtype, dtype)):
+            if value is None:
+                table.pop(device, None)
+            else:
+                table[device] = value
+        s.rebuild()
         return False
 
     def __call__(self, func):
