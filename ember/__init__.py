@@ -29,7 +29,17 @@ _ops.bind_namespace(globals())
 
 from . import linalg, nn, optim, random, utils, serialization  # noqa: E402,F401
 from . import multiprocessing  # noqa: E402,F401
-from . import amp, cuda  # noqa: E402,F401
+from . import amp, cpu, cuda  # noqa: E402,F401
+from .amp.autocast_mode import (  # noqa: E402,F401
+    autocast, is_autocast_enabled, set_autocast_enabled, get_autocast_dtype, set_autocast_dtype,
+    is_autocast_cache_enabled, set_autocast_cache_enabled, clear_autocast_cache,
+    autocast_increment_nesting, autocast_decrement_nesting,
+    # PyTorch's deprecated per-device spellings
+    is_autocast_cpu_enabled, set_autocast_cpu_enabled, get_autocast_cpu_dtype,
+    set_autocast_cpu_dtype, get_autocast_gpu_dtype, set_autocast_gpu_dtype,
+    is_autocast_xla_enabled, set_autocast_xla_enabled, get_autocast_xla_dtype,
+    set_autocast_xla_dtype, is_autocast_ipu_enabled, set_autocast_ipu_enabled,
+    get_autocast_ipu_dtype, set_autocast_ipu_dtype)
 from . import accelerator  # noqa: E402,F401
 from .backends.cuda import (set_float32_matmul_precision,  # noqa: E402,F401
                             get_float32_matmul_precision)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import warnings
 
+from .. import _dtype as D
+from ..amp.autocast_mode import _DeviceAutocast
+from ..amp.autocast_mode import custom_bwd as _custom_bwd
+from ..amp.autocast_mode import custom_fwd as _custom_fwd
 from ..amp.grad_scaler import GradScaler as _GradScaler
 
 
@@ -19,3 +23,27 @@ class GradScaler(_GradScaler):
                       stacklevel=2)
         super().__init__("cuda", init_scale, growth_factor, backoff_factor, growth_interval,
                          enabled)
+
+
+class autocast(_DeviceAutocast):
+    """``ember.cuda.amp.autocast(enabled=True, dtype=ember.float16, cache_enabled=True)``:
+    ``ember.autocast("cuda", ...)``, with PyTorch's deprecation warning."""
+
+    _device = "cuda"
+    _default = D.float16
+
+
+def custom_fwd(fwd=None, *, cast_inputs=None):
+    """``ember.amp.custom_fwd(..., device_type="cuda")``, with PyTorch's deprecation warning."""
+    warnings.warn("`torch.cuda.amp.custom_fwd(args...)` is deprecated. Please use "
+                  "`torch.amp.custom_fwd(args..., device_type='cuda')` instead.", FutureWarning,
+                  stacklevel=2)
+    return _custom_fwd(fwd, device_type="cuda", cast_inputs=cast_inputs)
+
+
+def custom_bwd(bwd):
+    """``ember.amp.custom_bwd(..., device_type="cuda")``, with PyTorch's deprecation warning."""
+    warnings.warn("`torch.cuda.amp.custom_bwd(args...)` is deprecated. Please use "
+                  "`torch.amp.custom_bwd(args..., device_type='cuda')` instead.", FutureWarning,
+                  stacklevel=2)
+    return _custom_bwd(bwd, device_type="cuda")
