@@ -5,7 +5,8 @@ thread that runs ``ember.compile`` does not turn another thread's eager ops into
 ones. All of it lives in one ``threading.local`` here, below every layer that reads it:
 
     enabled, inference   grad mode and inference mode (``ember.autograd.grad_mode``)
-    top                  the first interposer of this thread's stack, or None (below)
+    top, top_kind        the first interposer of this thread's stack (or None), and its kind
+    autocast             this thread's autocast state (``ember/amp/autocast_mode.py``), or None
     capture              the compiler's capture interposer (``STATE.capture = handler``
                          installs it in the stack; None removes it)
     tracing              how many traces are active on this thread (``is_compiling()``)
@@ -38,6 +39,8 @@ class _State(threading.local):
     enabled = True
     inference = False
     top = None
+    top_kind = None
+    autocast = None
     tracing = 0
 
     def __init__(self):  # runs once in each thread that touches STATE
@@ -57,11 +60,13 @@ STATE = _State()
 
 
 def _first(layers: dict, after: int = -1):
+    """The first installed interposer after position ``after`` of ORDER: (kind, handler), or
+    (None, None)."""
     for kind in ORDER[after + 1:]:
         h = layers.get(kind)
         if h is not None:
-            return h
-    return None
+            return kind, h
+    return None, None
 
 
 def set_interposer(kind: str, handler: Callable | None):
@@ -73,7 +78,7 @@ def set_interposer(kind: str, handler: Callable | None):
     prev = layers.pop(kind, None)
     if handler is not None:
         layers[kind] = handler
-    STATE.top = _first(layers)
+    STATE.top_kind, STATE.top = _first(layers)
     return prev
 
 
@@ -92,25 +97,23 @@ def interpose(op, args: tuple, kwargs: dict, mode: str):
     """Hand an op call to this thread's first interposer (the dispatcher's step when
     ``STATE.top`` is set). While the handler runs, its own op calls see only the interposers
     after it, so it can compute with ops without meeting itself."""
-    handler = STATE.top
-    # == not is: a bound method (``tracer.handle``) is a new object at each attribute read
-    kind = next(k for k in ORDER if STATE.layers.get(k) == handler)
-    STATE.top = _first(STATE.layers, ORDER.index(kind))
+    handler, kind = STATE.top, STATE.top_kind
+    STATE.top_kind, STATE.top = _first(STATE.layers, ORDER.index(kind))
     try:
         return handler(op, args, kwargs, mode)
     finally:
-        STATE.top = handler
+        STATE.top, STATE.top_kind = handler, kind
 
 
 def redispatch(kind: str, op, args: tuple, kwargs: dict, mode: str = "call"):
     """Run an op call that the interposer of ``kind`` handed on, with only the interposers
     after it in ``ORDER`` active (then the backend)."""
-    saved = STATE.top
-    STATE.top = _first(STATE.layers, ORDER.index(kind))
+    saved = STATE.top, STATE.top_kind
+    STATE.top_kind, STATE.top = _first(STATE.layers, ORDER.index(kind))
     try:
         return RUNNERS[mode](op, args, kwargs)
     finally:
-        STATE.top = saved
+        STATE.top, STATE.top_kind = saved
 
 
 def is_tracing() -> bool:

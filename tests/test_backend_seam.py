@@ -201,3 +201,9 @@ def test_save_and_load_tensors_of_another_device(tmp_path):
             ember.load(f)
     finally:
         base.register(OTHER)
+
+
+def test_to_other_takes_its_dtype_and_device():
+    y = other(2).double()
+    x = ember.ones(3).to(y)
+    assert x._backend is OTHER and x.dtype == ember.float64

@@ -176,8 +176,6 @@ EXCLUDED = {
                   "for (the compiler's device handling comes with its GPU backend)",
     "_view_take": "only the double backward of _view_grad uses it; double backward through a "
                   "compiled graph is documented as unsupported",
-    "_to_device": "a copy to another device: with only the CPU backend there is no other "
-                  "device to compile a call for",
 }
 
 # Ops whose output shape or Python result depends on tensor values: a graph break is expected

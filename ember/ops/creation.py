@@ -498,8 +498,8 @@ def _parse_to(args, kwargs):
     for a in args:
         if isinstance(a, D.dtype):
             dtype = a
-        elif isinstance(a, Tensor):
-            dtype = a._dtype
+        elif isinstance(a, Tensor):  # x.to(other): other's dtype and device
+            dtype, device = a._dtype, a.device
         elif isinstance(a, str) or a is not None and type(a).__name__ == "device":
             device = a
         elif isinstance(a, int) and not isinstance(a, bool):
