@@ -709,9 +709,17 @@ GPU_CASES = sorted({n for n in CASES if n.split("[")[0] in set().union(
     "add", "relu", "cat", "stack", "mean", "gelu", "matmul[operator]", "where"})
 
 
+# ops whose kernels do not run on ember's CUDA backend yet (numpy-only: the convolutions'
+# host windows; _fused_rms_norm's host kernel): strict, so one that starts working fails here
+CUDA_KERNELS_MISSING = {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                        "conv_transpose3d", "_fused_rms_norm"}
+
+
 @pytest.mark.cuda
 @needs_gpu
-@pytest.mark.parametrize("name", GPU_CASES)
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="no CUDA kernel yet"))
+    if n.split("[")[0] in CUDA_KERNELS_MISSING else n for n in GPU_CASES])
 @pytest.mark.parametrize("low", ["float16", "bfloat16"])
 def test_cuda_op_matches_torch_cuda(name, low):
     def torch_run(n, floats, on):
