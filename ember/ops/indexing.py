@@ -486,7 +486,7 @@ def _parse_key(x: Tensor, key) -> tuple[tuple, list]:
                 consumed += 1
             else:
                 raise IndexError(_BAD_INDEX_DTYPE)
-    shape = x.shape
+    shape = x._data.shape  # (the array's own shape: no Size built on this hot path)
     nd = len(shape)
     if consumed > nd:
         first = next(k for k, _ in items if k in (_INT, _SLICE, _ADV))

@@ -186,9 +186,10 @@ class OpDef:
         # one array out that needs nothing beyond wrapping (the dispatcher's inline case)
         self._plain = returns is None and not self._factory
         # calls the fast Tensor methods below can run inline (see fast_unary_method)
-        # (an op with a device= parameter picks its backend from it: the general path)
+        # an op with a device= parameter picks its backend from it (in the general path)
+        self._takes_device = "device" in self.param_index
         self._fast = self._plain and promote is None and not upcast_half and \
-            not self.list_pos and "device" not in self.param_index
+            not self.list_pos and not self._takes_device
 
     # ------------------------------------------------------------------ registration helpers
     def def_backward(self, fn: Callable) -> Callable:
@@ -323,12 +324,10 @@ class OpDef:
                     elif i in arg_kind:
                         self._non_tensor(i, a, inputs, unwrap)  # None for "Tensor?", else raises
             backend = inputs[0]._backend if inputs else CPU_BACKEND
-            moved = False
             if len(inputs) > 1:
                 for t in inputs:
                     if t._backend is not backend:
                         backend = common_backend(self, inputs)
-                        moved = backend is not CPU_BACKEND
                         break
             out_dtype = None
             if not unwrap:
@@ -339,18 +338,18 @@ class OpDef:
                     if i < nargs and isinstance(vals[i], backend.array_type) and \
                             vals[i].dtype == out_dtype.np:
                         vals[i] = vals[i].astype(D.float32.np)
-            if kwargs and (dev := kwargs.get("device")) is not None:
+            if self._takes_device and (dev := kwargs.get("device")) is not None:
                 backend = backends_base.of_device(dev)  # factories, *_like(..., device=)
-            if moved:
+            if backend is not CPU_BACKEND:  # zero-dim CPU tensors' arrays move over
                 vals = [_moved(v, backend) for v in vals]
-            xp = backend.xp
             try:
                 res = None
                 if self._kernel_overrides and \
                         (kernel := self._kernel_overrides.get(backend)) is not None:
                     res = kernel(*vals, **kwargs)
                 if res is None:
-                    res = self.impl(xp, *vals, **kwargs) if kwargs else self.impl(xp, *vals)
+                    res = self.impl(backend.xp, *vals, **kwargs) if kwargs else \
+                        self.impl(backend.xp, *vals)
             except backends_base.KERNEL_ERRORS as e:
                 raise translate_error(self, e, args, kwargs) from None
             if self._plain and type(res) is backend.array_type and out_dtype is None and \
