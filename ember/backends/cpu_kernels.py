@@ -8,6 +8,11 @@ kernels beat the generic numpy impl of an op, registered here by op name.
               array and the copy (a third of the memory traffic of an optimizer's
               ``p.add_(d, alpha=-lr)``)
 
+and one fused step of a layer above the op table (``Backend.fused_step``):
+
+    adam      one Adam / AdamW step over every parameter of a group in one native call (the
+              arithmetic of optim/adam.py's ``_fused_update``, with its bits)
+
 Each computes exactly the values of the generic impl, which the op tests check.
 """
 
@@ -58,6 +63,21 @@ def _into(ufunc, scaled: bool):
     return into
 
 
+# ---------------------------------------------------------------------- Adam
+class _AdamStep:
+    """One Adam / AdamW step in place (optim/adam.py) over many parameters in one native
+    call: ``fits(p, g, m, v)`` says whether a parameter's arrays go in, then ``self(params,
+    maximize, wd_mode, decay, wd, beta1, beta2, bc2_sqrt, eps, step)`` updates them (see
+    ``native.adam``)."""
+
+    @staticmethod
+    def fits(p, g, m, v) -> bool:
+        return native.adam_fits(p, g, m, v)
+
+    def __call__(self, params: list, *hyper) -> None:
+        native.adam(params, *hyper)
+
+
 for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
                       ("div", np.true_divide)):
     BACKEND.override(_name, "binary", parallel_ufunc(_ufunc))
@@ -67,3 +87,4 @@ BACKEND.override("sub", "kernel", _axpy(negate=True))
 BACKEND.override("add", "inplace", _into(np.add, scaled=True))
 BACKEND.override("sub", "inplace", _into(np.subtract, scaled=True))
 BACKEND.override("mul", "inplace", _into(np.multiply, scaled=False))
+BACKEND.offer_step("adam", _AdamStep())
