@@ -161,7 +161,8 @@ def test_cpu_kernel_overrides_are_the_backends():
     """Native kernels, threads and blocks are the CPU backend's, registered as "kernel"
     overrides: another backend's tensors run the op's generic impl."""
     for name in ("gelu", "gelu_backward", "softmax", "log_softmax", "_safe_softmax",
-                 "_softmax_backward_data", "_log_softmax_backward_data"):
+                 "_softmax_backward_data", "_log_softmax_backward_data",
+                 "embedding_dense_backward"):
         assert OPS[name].overrides["kernel"][CPU] is CPU.overrides_of(name)["kernel"], name
         assert OTHER not in OPS[name].overrides["kernel"], name
 

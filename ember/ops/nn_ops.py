@@ -13,7 +13,6 @@ import math
 import numpy as np
 
 from .. import _dtype as D
-from ..backends import native
 from .._dispatch import STATE
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
@@ -210,16 +209,8 @@ def embedding_dense_backward(xp, grad_output: "Tensor", indices: "Tensor", num_w
     flat = indices.reshape(-1)
     acc = np.float32 if g2.dtype.itemsize == 2 else g2.dtype
     out = xp.zeros((num_weights, d), acc)
-    in_range = flat.size and 0 <= flat.min() and flat.max() < num_weights
-    # numpy-only: native.rows_add, a CPU C kernel over numpy memory
-    if flat.size and type(out) is not np.ndarray:  # another backend: its scatter-add
+    if flat.size:  # the CPU backend's override sums the rows in one C loop
         xp.add_at(out, flat, g2.astype(acc, copy=False))
-    elif flat.size and not (in_range and native.rows_add(  # one C loop over the rows, or
-            out, flat, xp.ascontiguousarray(g2, dtype=acc))):  # sorted segments, one reduceat
-        order = xp.argsort(flat, kind="stable")
-        rows, starts = xp.unique(flat[order], return_index=True)
-        # numpy-only: ufunc.reduceat
-        out[rows] = np.add.reduceat(g2[order].astype(acc, copy=False), starts, axis=0)
     return out.astype(grad_output.dtype, copy=False)
 
 
