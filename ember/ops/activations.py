@@ -364,9 +364,10 @@ def _rrelu_noise(input, lower, upper, training):
         raise RuntimeError("Lower bound should be less than or equal to the upper bound")
     if not training:
         return None
-    from .nn_ops import uniform_like
+    from .creation import empty
     # each negative element gets its own slope drawn from U(lower, upper); positives keep 1
-    return where(input >= 0, 1.0, uniform_like(input, lower, upper))
+    slopes = empty(tuple(input.shape), dtype=input.dtype, device=input.device)
+    return where(input >= 0, 1.0, slopes.uniform_(lower, upper))
 
 
 def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,

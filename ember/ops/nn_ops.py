@@ -1,9 +1,9 @@
 """Neural-network kernels: linear layers, embedding, one_hot, dropout, distances, attention.
 
-The rest of ``nn.functional``'s kernels live beside this file, and this module imports them
-(registering their ops) and exports their public functions: activations.py (activations,
-softmax, logsumexp), normalization.py (batch/layer/group/instance/RMS norms) and losses.py.
-Convolution, pooling and resampling are in conv.py; ``ember.nn.functional`` is the public face.
+The rest of ``nn.functional``'s kernels live beside this file, each a family of its own:
+activations.py (activations, softmax, logsumexp), normalization.py (batch/layer/group/instance/
+RMS norms), losses.py, and conv.py (convolution, pooling, resampling); ``ember.nn.functional``
+is the public face.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from .. import _dtype as D
 from .._dispatch import STATE
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
-from . import activations, losses, normalization
 from .activations import _safe_softmax
 from .binary import where
 from .arguments import takes_tensors
@@ -43,12 +42,6 @@ def bernoulli_like(shape, p: float, dtype, device=None) -> Tensor:
     from ember's generator."""
     from .creation import empty
     return empty(tuple(shape), dtype=dtype, device=device).bernoulli_(p)
-
-
-def uniform_like(input: Tensor, low: float, high: float) -> Tensor:
-    """Noise shaped like ``input``, uniform on [low, high), drawn from ember's generator."""
-    from .creation import empty
-    return empty(tuple(input.shape), dtype=input.dtype, device=input.device).uniform_(low, high)
 
 
 # ---------------------------------------------------------------------- linear layers
@@ -474,10 +467,3 @@ def _repeat_heads(t: Tensor, r: int) -> Tensor:
     shape = tuple(t.shape)
     rep = t.unsqueeze(-3).expand(shape[:-2] + (r,) + shape[-2:])
     return rep.reshape(shape[:-3] + (shape[-3] * r,) + shape[-2:])
-
-
-# the families split out of this file: their public functions are exported from here
-for _mod in (activations, losses, normalization):
-    for _name in _mod.PUBLIC:
-        globals()[_name] = getattr(_mod, _name)
-    PUBLIC += _mod.PUBLIC
