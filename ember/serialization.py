@@ -36,7 +36,7 @@ from ._device import device
 from ._tensor import Size, Tensor, _wrap
 from .backends.cpu import BACKEND as _CPU, _root
 from .backends import cpu_shared
-from .nn.parameter import Buffer
+from .nn.parameter import Buffer, Parameter
 
 _ALIGN = 64
 _STORAGE_NAME = {d: D.TYPE_NAME[d] + "Storage" for d in D.ALL}
@@ -96,12 +96,16 @@ for _cls in (Tensor, Buffer):
 
 
 def _rebuild_param(data: Tensor, requires_grad: bool, *args):
-    from .nn.parameter import Parameter
     return Parameter(data, requires_grad)
 
 
-def reduce_parameter(p):
+def reduce_parameter(p: Parameter, proto: int):
+    """``Parameter.__reduce_ex__``: a plain tensor over its data (pickled by
+    ``reduce_tensor``) and its requires_grad."""
     return (_rebuild_param, (_wrap(p._data, p._dtype, p._backend), p.requires_grad))
+
+
+Parameter.__reduce_ex__ = reduce_parameter  # registered from here, as Tensor's
 
 
 # ---------------------------------------------------------------------- writing
@@ -147,7 +151,6 @@ class _Pickler(pickle._Pickler):
         return None
 
     def reducer_override(self, obj):
-        from .nn.parameter import Parameter
         if isinstance(obj, Tensor):
             if isinstance(obj, Parameter):
                 return (_REBUILD_PARAM, (_wrap(obj._data, obj._dtype, obj._backend), obj.requires_grad,
@@ -274,7 +277,6 @@ def _rebuild_tensor(storage: np.ndarray, offset, size, stride, requires_grad=Fal
 
 
 def _rebuild_parameter(data, requires_grad, hooks=None, *args):
-    from .nn.parameter import Parameter
     return Parameter(data, requires_grad)
 
 
@@ -285,7 +287,6 @@ class _StorageType:
 
 def _torch_globals() -> dict:
     """The PyTorch names a weights-only checkpoint may reference, and what they mean here."""
-    from .nn.parameter import Parameter
     g = {
         ("collections", "OrderedDict"): collections.OrderedDict,
         ("collections", "Counter"): collections.Counter,

@@ -138,6 +138,67 @@ def test_overrides_are_registered_by_the_backend():
     assert OTHER not in OPS["add"].overrides["binary"]  # the other backend runs the generic impl
     with pytest.raises(RuntimeError, match="registered twice"):
         CPU.override("add", "binary", np.add)
+    assert CPU.fused_step("adam") is not None and OTHER.fused_step("adam") is None
+
+
+# calls of the CPU backend's "kernel" overrides that have a numpy path of their own (threads,
+# blocks): with the generated kernels off they give the generic impl's bits, which OTHER runs
+_KERNEL_OVERRIDES = {
+    "gelu": lambda x, g: ember.nn.functional.gelu(x),
+    "gelu_tanh": lambda x, g: ember.nn.functional.gelu(x, approximate="tanh"),
+    "gelu_backward": lambda x, g: OPS["gelu_backward"](g, x),
+    "gelu_backward_tanh": lambda x, g: OPS["gelu_backward"](g, x, "tanh"),
+    "softmax": lambda x, g: ember.softmax(x, -1),
+    "softmax_mid": lambda x, g: ember.softmax(x, 1),
+    "softmax_half": lambda x, g: ember.softmax(x.half(), -1),
+    "softmax_dtype": lambda x, g: ember.softmax(x.half(), -1, dtype=ember.float64),
+    "log_softmax": lambda x, g: ember.log_softmax(x, -1),
+    "safe_softmax": lambda x, g: OPS["_safe_softmax"](x, -1),
+}
+
+
+def test_cpu_kernel_overrides_are_the_backends():
+    """Native kernels, threads and blocks are the CPU backend's, registered as "kernel"
+    overrides: another backend's tensors run the op's generic impl."""
+    for name in ("gelu", "gelu_backward", "softmax", "log_softmax", "_safe_softmax",
+                 "_softmax_backward_data", "_log_softmax_backward_data",
+                 "embedding_dense_backward"):
+        assert OPS[name].overrides["kernel"][CPU] is CPU.overrides_of(name)["kernel"], name
+        assert OTHER not in OPS[name].overrides["kernel"], name
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64])
+@pytest.mark.parametrize("name", _KERNEL_OVERRIDES)
+def test_cpu_kernel_overrides_give_the_impls_bits(name, dtype, monkeypatch):
+    """With the generated kernels off, the CPU overrides' numpy paths (rows and blocks split
+    among threads) compute the generic impl's values bit for bit; rows of -inf, NaN, +-0."""
+    monkeypatch.setenv("EMBER_EAGER_KERNELS", "0")
+    fn = _KERNEL_OVERRIDES[name]
+    x = other(600, 3, 160, dtype=dtype)  # above the thread split (cpu.PARALLEL_MIN)
+    x._data *= 4
+    x._data[0, 0, :] = -np.inf
+    x._data[1, 1, :3] = [np.nan, 0.0, -0.0]
+    g = other(600, 3, 160, dtype=dtype)
+    r = fn(x, g)
+    assert r._backend is OTHER
+    want = fn(ember.tensor(x._data), ember.tensor(g._data))
+    assert want.dtype == r.dtype
+    np.testing.assert_array_equal(r._data, want._data)
+
+
+def test_adam_asks_the_parameters_backend_for_its_fused_step():
+    """The CPU backend's fused Adam step (one native call) and another backend's op-by-op
+    numpy step give the same bits."""
+    p = other(300, 70).requires_grad_()
+    q = ember.tensor(p._data.copy()).requires_grad_()
+    opts = [ember.optim.AdamW([t], lr=1e-2) for t in (p, q)]
+    for k in range(3):
+        p.grad = other(300, 70) * (k - 1.5)
+        q.grad = ember.tensor(p.grad._data)
+        for opt in opts:
+            opt.step()
+    assert p._backend is OTHER and q._backend is CPU
+    np.testing.assert_array_equal(p._data, q._data)
 
 
 def test_function_method_and_operator_share_one_call_path():

@@ -10,6 +10,8 @@ tensor's data" or calls numpy for array work on it:
     array_type         the type of this backend's arrays
     overrides          op name -> kernels faster than the generic impl on this backend
                        (registered by the backend, or by a higher layer into it)
+    fused_step         a step of a layer above the op table that this backend runs in one
+                       call (an optimizer's update of all its parameters), or None
     empty / from_host / to_host / copy_into   allocation and copies
     strides / storage / storage_offset / data_ptr / writeable / may_share_memory /
     shares_memory      layout and aliasing queries
@@ -49,6 +51,8 @@ class Backend:
         # dtype, same result as the impl), "inplace" (``into(self_tensor, args, kwargs) ->
         # bool``: computed in self's memory, False when it does not apply)
         self.overrides: dict[str, dict[str, Callable]] = {}
+        # step name ("adam") -> what runs it; its protocol is its caller's (optim/adam.py)
+        self.fused_steps: dict[str, object] = {}
 
     def override(self, op_name: str, kind: str, kernel: Callable) -> None:
         """Register ``kernel`` as this backend's ``kind`` override of op ``op_name``."""
@@ -59,6 +63,16 @@ class Backend:
 
     def overrides_of(self, op_name: str) -> dict[str, Callable]:
         return self.overrides.get(op_name, {})
+
+    def offer_step(self, name: str, step) -> None:
+        """Register ``step`` as this backend's fused ``name`` step."""
+        if name in self.fused_steps:
+            raise RuntimeError(f"{self.name}: fused step {name!r} registered twice")
+        self.fused_steps[name] = step
+
+    def fused_step(self, name: str):
+        """This backend's fused ``name`` step, or None (the caller computes op by op)."""
+        return self.fused_steps.get(name)
 
     # ---------------------------------------------------------------- interface
     def device_of(self, a) -> device:

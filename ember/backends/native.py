@@ -1,7 +1,8 @@
-"""Native C kernels for eager ops on CPU.
+"""Native C kernels for eager ops on CPU, which the CPU backend's overrides call
+(backends/cpu_kernels.py).
 
 Some eager ops cost many numpy passes where one loop would do (GELU's erf, softmax's max /
-exp / sum / divide). For large inputs their impls ask ``kernel(...)`` for a native kernel: a
+exp / sum / divide). For large inputs the overrides ask ``kernel(...)`` for a native kernel: a
 callable on numpy arrays, or None when the fast path is off (``EMBER_EAGER_KERNELS=0``) or no
 generator is registered. The generator lives above this layer: ``ember.compiler`` registers
 one (``compiler/eager_kernels.py``) that builds each kernel from a one-op graph with the
@@ -45,10 +46,15 @@ def rows_shape(shape: tuple, axis: int) -> tuple:
     return (outer, shape[axis]) if inner == 1 else (outer, shape[axis], inner)
 
 
-def usable(*arrays: np.ndarray) -> bool:
+def worth(size: int, dtype) -> bool:
     """Whether arrays of this size and dtype should try the native path at all."""
+    return size >= MIN_ELEMENTS and dtype in _DTYPES
+
+
+def usable(*arrays: np.ndarray) -> bool:
+    """``worth`` for arrays of one shape and dtype."""
     a = arrays[0]
-    return type(a) is np.ndarray and a.size >= MIN_ELEMENTS and a.dtype in _DTYPES and \
+    return type(a) is np.ndarray and worth(a.size, a.dtype) and \
         all(b.dtype == a.dtype and b.shape == a.shape for b in arrays[1:])
 
 

@@ -187,6 +187,9 @@ def _check_backend(backend) -> None:
         raise InvalidBackend(str(backend))
 
 
+stance.check_backend = _check_backend
+
+
 def list_backends(exclude_tags=("debug", "experimental")) -> list[str]:
     """Names of the registered backends (those tagged in ``exclude_tags`` left out)."""
     ex = set(exclude_tags or ())

@@ -28,8 +28,8 @@ from ..ops import registry
 from . import pytree
 from .graph import Graph, Node, TensorMeta
 from .guards import map_ints
-from .passes.decompose import meta_args
 from .symbolic import ShapeEnv, SymInt, evaluate, fit, size_carrier, symbols_of
+from .views import REINTERPRET, StorageProbe, base_of, is_view
 from .._dispatch import STATE
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -66,6 +66,38 @@ def _needs_data(what: str):
         raise GraphBreak(f"{what} needs the tensor's data")
     method.__name__ = what
     return method
+
+
+def meta_args(op, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments to compute ``op``'s output metadata with: an op whose eager kernel
+    updates an argument in place (training batch norm's running statistics) gets that
+    argument left out, since the stand-ins meta runs on are read-only."""
+    if op.name == "native_batch_norm":
+        bound = dict(zip(op.params, args))
+        bound.update(kwargs)
+        if bound.get("training"):
+            bound["running_mean"] = bound["running_var"] = None
+        return (), bound
+    return args, kwargs
+
+
+def check_mutable(node: Node, name: str = "", readonly: set | frozenset = frozenset()
+                  ) -> None:
+    """Raise GraphBreak when an in-place write into ``node`` cannot be functionalized (it
+    writes through a view that reinterprets the elements' type), and eager's RuntimeError
+    when several of the written elements are one memory location (an expanded view): the
+    scatter of the write-back would silently keep one of the values instead. ``readonly``:
+    ids of root nodes whose real tensor is such a view already (an expanded argument)."""
+    chain = []
+    while is_view(node):
+        if node.kind == "call" and node.target.name in REINTERPRET:
+            raise GraphBreak(f"an in-place write through {node.target.name}() is not captured")
+        chain.append(node)
+        node = base_of(node)
+    if id(node) in readonly or (chain and not StorageProbe().writable(node, chain[::-1])):
+        raise RuntimeError(f"{name}(): unsupported operation: more than one element of the "
+                           "written-to tensor refers to a single memory location. Please "
+                           "clone() the tensor before performing the operation.")
 
 
 class _MetaArray:
@@ -312,7 +344,6 @@ class Tracer:
         which the functionalize pass turns into dataflow (and a write-back when ``target``
         is, or views, a graph input or lifted tensor)."""
         from ..autograd import engine
-        from .passes.functionalize import check_mutable
         if not isinstance(result, Proxy):  # e.g. an op that returned its input unchanged
             result = self.wrap(self.node_of(result), result.requires_grad)
         if result.dtype is not target.dtype:

@@ -15,6 +15,7 @@ length) is blocked on top of the max and sum reducers.
 
 from __future__ import annotations
 
+from . import codegen_c_body as C
 from .fusion import RowsKernel
 from .lower import Expr, Op, contiguous_strides, loads_of
 
@@ -287,7 +288,7 @@ def _next_row_prefetch(k: RowsKernel, params: dict, at: list):
 def _rows_body(k: RowsKernel, params: dict, idx: list, ind: str, stream: bool = False
                ) -> list[str]:
     """One row (the loop indices ``idx`` name it); ``stream``: the row outputs leave through
-    non-temporal stores (codegen_c.streamed), in blocks."""
+    non-temporal stores (codegen_c_body.streamed), in blocks."""
     return _body(k, params, idx, ind, columns=False, stream=stream)
 
 
@@ -414,8 +415,3 @@ def _contains(e: Expr, sub: Expr, seen: set) -> bool:
         return False
     seen.add(id(e))
     return any(_contains(a, sub, seen) for a in getattr(e, "args", ()))
-
-
-# codegen_c (the scalar-expression emitter, C types) imports this module's emitters at its top:
-# imported last, each module finds the other's names whichever is imported first
-from . import codegen_c as C

@@ -9,6 +9,9 @@ STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile")
 
 # the active stance: read by every compiled function call
 STATE = {"stance": "default", "force_backend": None}
+# raises for an unknown ``force_backend``: api.py, which owns the backend table, installs its
+# check here (api imports this module, so this one does not import api)
+check_backend: Callable | None = None
 
 
 class set_stance:  # PyTorch's name; also a context manager and decorator
@@ -30,8 +33,7 @@ class set_stance:  # PyTorch's name; also a context manager and decorator
             raise NotImplementedError("set_stance(skip_guard_eval_unsafe=True) is not "
                                       "supported by ember.compile yet")
         if force_backend is not None:
-            from .api import _check_backend
-            _check_backend(force_backend)
+            check_backend(force_backend)
         self.prev = dict(STATE)
         self.new = {"stance": stance, "force_backend": force_backend}
         STATE.update(self.new)

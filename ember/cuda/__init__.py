@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from .._device import OutOfMemoryError  # noqa: F401
 from ..backends.cuda import backend as _cuda_backend
-from . import amp  # noqa: F401
 
 _NOT_AVAILABLE = ("ember: CUDA is not available: this version of ember has only the CPU backend "
                   "(no CUDA device can be used)")

@@ -28,10 +28,6 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
-    def __reduce_ex__(self, proto):
-        from ..serialization import reduce_parameter
-        return reduce_parameter(self)
-
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from .registry import OPS, OpDef, op  # noqa: F401
 from . import (creation, pointwise, binary, powers, complex, reduction, scans,  # noqa: F401
-               sorting, shape, strided, joining, padding, indexing, linalg, random, nn_ops,
-               conv)
+               sorting, shape, strided, joining, padding, indexing, index_ops, linalg,
+               linalg_struct, linalg_einsum, linalg_decomp, linalg_norm, random, activations,
+               losses, normalization, nn_ops, conv)
 from .bind import bind_namespace as _bind
 
 FAMILIES = (creation, pointwise, binary, complex, reduction, scans, sorting, shape, strided,
-            joining, padding, indexing, linalg, random, nn_ops, conv)
+            joining, padding, indexing, index_ops, linalg, linalg_struct, linalg_einsum,
+            linalg_decomp, linalg_norm, random, activations, losses, normalization, nn_ops, conv)
 
 
 def bind_namespace(ns: dict) -> None:

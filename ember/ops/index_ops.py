@@ -20,6 +20,8 @@ from .arguments import takes_tensors
 from ..backends.base import ARRAY_TYPES
 from .registry import broadcast_error, op
 
+PUBLIC = ["take_along_dim"]
+
 # C++ type names PyTorch prints for masks of the wrong dtype
 _C_NAME = {np.dtype(np.int64): "long int", np.dtype(np.int32): "int",
            np.dtype(np.int16): "short int", np.dtype(np.int8): "signed char",

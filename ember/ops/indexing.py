@@ -31,7 +31,7 @@ from .bind import tensor_method
 from .creation import as_tensor, tensor, zeros
 from .registry import call_inplace, op
 
-PUBLIC = ["argwhere", "take_along_dim"]
+PUBLIC = ["argwhere"]
 
 _BAD_INDEX_DTYPE = "tensors used as indices must be long, int, byte or bool tensors"
 
@@ -622,6 +622,3 @@ def _setitem_tracked(self, bkey, adv, value, is_t):
     vals = value if is_t else _wrap(value, dt)
     call_inplace(index_put, target, ([t for t, _ in adv], vals),
                  {"dims": tuple(d for _, d in adv)})
-
-
-from .index_ops import take_along_dim  # noqa: E402  (registers the dim-wise index ops)

@@ -7,8 +7,8 @@ rounded once, integers are supported and bool is not. Every product goes through
 those rules live in one place; backward rules are written with the same ops (so they are
 differentiable again) and use ``A.mH`` so complex gradients are conjugate-correct.
 
-The family's other modules (structure, einsum, decompositions, norms) are imported at the
-bottom; ``PUBLIC`` here lists the ``ember.<name>`` functions of all of them.
+The family's other modules (linalg_struct, linalg_einsum, linalg_decomp, linalg_norm: structure,
+einsum, decompositions, norms) build on this one's helpers.
 """
 
 from __future__ import annotations
@@ -625,10 +625,3 @@ def chain_matmul(*matrices, out=None):
 
 for _name in ("outer", "ger", "inner", "kron"):
     tensor_method(_name)(globals()[_name])
-
-from . import linalg_struct, linalg_einsum, linalg_decomp, linalg_norm  # noqa: E402
-
-for _mod in (linalg_struct, linalg_einsum, linalg_decomp, linalg_norm):
-    for _name in _mod.PUBLIC:
-        globals()[_name] = getattr(_mod, _name)
-    PUBLIC += _mod.PUBLIC

@@ -17,11 +17,12 @@ from .. import _dtype as D
 from .._tensor import _wrap_dim
 from .linalg import _LOW, is_inexact, tname
 from .linalg_decomp import linalg_svdvals
-from .reduction import reduce_dims, unreduce
+from .reduction import _norm, reduce_dims, unreduce
 from .arguments import takes_tensors
+from .bind import tensor_method
 from .registry import op
 
-PUBLIC: list[str] = []  # torch.norm is reduction.norm; this module is ember.linalg only
+PUBLIC = ["norm"]  # torch.norm, over reduction.py's "norm" op (the rest: ember.linalg)
 INF = math.inf
 
 
@@ -183,3 +184,20 @@ def vecdot(x, y, *, dim: int = -1, out=None):
     """linalg.vecdot(x, y, *, dim=-1) -> Tensor: sum(conj(x) * y) over ``dim``, broadcasting."""
     from .linalg import write_out_as
     return write_out_as("linalg.vecdot", out, (x.conj() * y).sum(dim))
+
+
+# ---------------------------------------------------------------------- torch.norm
+def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    """norm(input, p='fro', dim=None, keepdim=False, out=None, dtype=None) -> Tensor
+
+    The vector p-norm over ``dim`` (every dimension when None); ``p`` is a number, ``inf``,
+    ``-inf`` or ``'fro'`` (the 2-norm). ``'nuc'`` is the nuclear matrix norm, computed by
+    ``ember.linalg.matrix_norm``.
+    """
+    if isinstance(p, str) and p == "nuc":
+        return matrix_norm(input, "nuc", dim=(-2, -1) if dim is None else dim, keepdim=keepdim,
+                           dtype=dtype, out=out)
+    return _norm(input, p, dim, keepdim, dtype=dtype, out=out)
+
+
+tensor_method("norm")(norm)

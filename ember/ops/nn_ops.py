@@ -1,9 +1,9 @@
 """Neural-network kernels: linear layers, embedding, one_hot, dropout, distances, attention.
 
-The rest of ``nn.functional``'s kernels live beside this file, and this module imports them
-(registering their ops) and exports their public functions: activations.py (activations,
-softmax, logsumexp), normalization.py (batch/layer/group/instance/RMS norms) and losses.py.
-Convolution, pooling and resampling are in conv.py; ``ember.nn.functional`` is the public face.
+The rest of ``nn.functional``'s kernels live beside this file, each a family of its own:
+activations.py (activations, softmax, logsumexp), normalization.py (batch/layer/group/instance/
+RMS norms), losses.py, and conv.py (convolution, pooling, resampling); ``ember.nn.functional``
+is the public face.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ import math
 import numpy as np
 
 from .. import _dtype as D
-from ..backends import native
 from .._dispatch import STATE
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
-from . import activations, losses, normalization
 from .activations import _safe_softmax
 from .binary import where
 from .arguments import takes_tensors
@@ -44,12 +42,6 @@ def bernoulli_like(shape, p: float, dtype, device=None) -> Tensor:
     from ember's generator."""
     from .creation import empty
     return empty(tuple(shape), dtype=dtype, device=device).bernoulli_(p)
-
-
-def uniform_like(input: Tensor, low: float, high: float) -> Tensor:
-    """Noise shaped like ``input``, uniform on [low, high), drawn from ember's generator."""
-    from .creation import empty
-    return empty(tuple(input.shape), dtype=input.dtype, device=input.device).uniform_(low, high)
 
 
 # ---------------------------------------------------------------------- linear layers
@@ -210,16 +202,8 @@ def embedding_dense_backward(xp, grad_output: "Tensor", indices: "Tensor", num_w
     flat = indices.reshape(-1)
     acc = np.float32 if g2.dtype.itemsize == 2 else g2.dtype
     out = xp.zeros((num_weights, d), acc)
-    in_range = flat.size and 0 <= flat.min() and flat.max() < num_weights
-    # numpy-only: native.rows_add, a CPU C kernel over numpy memory
-    if flat.size and type(out) is not np.ndarray:  # another backend: its scatter-add
+    if flat.size:  # the CPU backend's override sums the rows in one C loop
         xp.add_at(out, flat, g2.astype(acc, copy=False))
-    elif flat.size and not (in_range and native.rows_add(  # one C loop over the rows, or
-            out, flat, xp.ascontiguousarray(g2, dtype=acc))):  # sorted segments, one reduceat
-        order = xp.argsort(flat, kind="stable")
-        rows, starts = xp.unique(flat[order], return_index=True)
-        # numpy-only: ufunc.reduceat
-        out[rows] = np.add.reduceat(g2[order].astype(acc, copy=False), starts, axis=0)
     return out.astype(grad_output.dtype, copy=False)
 
 
@@ -483,10 +467,3 @@ def _repeat_heads(t: Tensor, r: int) -> Tensor:
     shape = tuple(t.shape)
     rep = t.unsqueeze(-3).expand(shape[:-2] + (r,) + shape[-2:])
     return rep.reshape(shape[:-3] + (shape[-3] * r,) + shape[-2:])
-
-
-# the families split out of this file: their public functions are exported from here
-for _mod in (activations, losses, normalization):
-    for _name in _mod.PUBLIC:
-        globals()[_name] = getattr(_mod, _name)
-    PUBLIC += _mod.PUBLIC

@@ -25,7 +25,7 @@ from ..backends.cpu import PARALLEL_MIN, parallel_sum
 from .registry import OPS, op
 
 RED = ("reduction",)
-PUBLIC = ["max", "min", "norm"]
+PUBLIC = ["max", "min"]
 _INT64 = np.int64
 
 
@@ -710,23 +710,3 @@ def _(ctx, g):
     a = x.abs()
     scaled = (a + (x == 0)) ** (order - 1) * x.sgn()
     return scaled * (gk / (nk + nz) ** (order - 1)) * nz.logical_not()
-
-
-def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
-    """norm(input, p='fro', dim=None, keepdim=False, out=None, dtype=None) -> Tensor
-
-    The vector p-norm over ``dim`` (every dimension when None); ``p`` is a number, ``inf``,
-    ``-inf`` or ``'fro'`` (the 2-norm). ``'nuc'`` is the nuclear matrix norm, computed by
-    ``ember.linalg.matrix_norm``.
-    """
-    if isinstance(p, str) and p == "nuc":
-        from .. import linalg
-        matrix_norm = getattr(linalg, "matrix_norm", None)
-        if matrix_norm is None:
-            raise NotImplementedError("norm(p='nuc') needs ember.linalg.matrix_norm")
-        return matrix_norm(input, "nuc", dim=(-2, -1) if dim is None else dim, keepdim=keepdim,
-                           dtype=dtype, out=out)
-    return _norm(input, p, dim, keepdim, dtype=dtype, out=out)
-
-
-tensor_method("norm")(norm)

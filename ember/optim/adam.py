@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from .._tensor import Tensor
 from .. import _dtype as D
-from ..backends import native
 from ..backends.cpu import quiet
 from .optimizer import Optimizer, advance_state, check_range, grads_of, value, weight_decay
 
@@ -51,7 +50,8 @@ class Adam(Optimizer):
             beta1, beta2 = (value(b) for b in group["betas"])
             amsgrad, maximize = group["amsgrad"], group["maximize"]
             decoupled = group["decoupled_weight_decay"]
-            one_pass: dict = {}  # (dtype, step) -> [(p, g, m, v)] for native.adam, in one call
+            # (backend's fused step, dtype, step) -> [(p, g, m, v)], updated in one call
+            one_pass: dict = {}
             for p, g in grads_of(group):
                 if g.is_sparse:
                     raise RuntimeError("Adam does not support sparse gradients, please consider "
@@ -61,9 +61,9 @@ class Adam(Optimizer):
                                   *(("max_exp_avg_sq",) if amsgrad else ()))
                 m, v = state["exp_avg"], state["exp_avg_sq"]
                 if _fusable(p, g, group):
-                    if not amsgrad and p._backend.name == "cpu" and \
-                            native.adam_fits(p._data, g._data, m._data, v._data):
-                        one_pass.setdefault((p.dtype, t), []).append((p, g, m, v))
+                    fused = None if amsgrad else p._backend.fused_step("adam")
+                    if fused is not None and fused.fits(p._data, g._data, m._data, v._data):
+                        one_pass.setdefault((fused, p.dtype, t), []).append((p, g, m, v))
                         continue
                     _fused_update(p, g, m, v, state.get("max_exp_avg_sq"), t, lr, beta1,
                                   beta2, eps, wd, decoupled, maximize)
@@ -82,11 +82,13 @@ class Adam(Optimizer):
                 else:
                     denom = (v.sqrt() / bc2_sqrt).add_(eps)
                 p.addcdiv_(m, denom, value=-(lr / bc1))
-            for (_, t), items in one_pass.items():
-                # the numpy path's arithmetic, operation for operation, in C (_fused_update)
-                native.adam([tuple(x._data for x in q) for q in items], maximize,
-                            0 if wd == 0 else 1 if decoupled else 2, 1 - lr * wd, wd, beta1,
-                            beta2, (1 - beta2 ** t) ** 0.5, eps, -(lr / (1 - beta1 ** t)))
+            for (fused, _, t), items in one_pass.items():
+                # _fused_update's arithmetic, operation for operation (the CPU backend's: in
+                # C, one pass over each parameter; backends/cpu_kernels.py); weight decay 0:
+                # none, 1: decoupled, 2: L2
+                fused([tuple(x._data for x in q) for q in items], maximize,
+                      0 if wd == 0 else 1 if decoupled else 2, 1 - lr * wd, wd, beta1, beta2,
+                      (1 - beta2 ** t) ** 0.5, eps, -(lr / (1 - beta1 ** t)))
                 for q in items:
                     for x in (q[0], q[2], q[3]):
                         x._bump()

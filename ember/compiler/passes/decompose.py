@@ -91,19 +91,6 @@ def _bn_rule(n: Node) -> Callable | None:
     return _batch_norm_functional if bound.get("training") and stats else None
 
 
-def meta_args(op, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """The arguments to compute ``op``'s output metadata with: an op whose eager kernel
-    updates an argument in place (training batch norm's running statistics) gets that
-    argument left out, since the stand-ins meta runs on are read-only."""
-    if op.name == "native_batch_norm":
-        bound = dict(zip(op.params, args))
-        bound.update(kwargs)
-        if bound.get("training"):
-            bound["running_mean"] = bound["running_var"] = None
-        return (), bound
-    return args, kwargs
-
-
 # op name -> rule(node) -> the decomposition to apply to this call, or None to keep it
 RULES: dict[str, Callable[[Node], Callable | None]] = {"native_batch_norm": _bn_rule}
 

@@ -19,51 +19,10 @@ Mutated roots that are graph inputs or lifted tensors become extra graph outputs
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
 from ..._dispatch import STATE
 from .. import pytree
 from ..graph import Graph, Node, TensorMeta
-
-# views that reinterpret elements (another dtype, real/imag parts): no flat-index map
-_REINTERPRET = frozenset(["view_dtype", "real", "imag", "view_as_real", "view_as_complex"])
-
-
-def _is_view(n: Node) -> bool:
-    if n.kind == "detach":
-        return True
-    if n.kind == "getitem":
-        return _is_view(n.args[0])
-    return n.kind == "call" and "view" in n.target.tags
-
-
-def _base(n: Node) -> Node:
-    """The value a view node reads its storage from."""
-    if n.kind in ("detach", "getitem"):
-        return n.args[0]
-    return n.args[n.target.tensor_pos[0]]
-
-
-def check_mutable(node: Node, name: str = "", readonly: set | frozenset = frozenset()
-                  ) -> None:
-    """Raise GraphBreak when an in-place write into ``node`` cannot be functionalized (it
-    writes through a view that reinterprets the elements' type), and eager's RuntimeError
-    when several of the written elements are one memory location (an expanded view): the
-    scatter of the write-back would silently keep one of the values instead. ``readonly``:
-    ids of root nodes whose real tensor is such a view already (an expanded argument)."""
-    from ..capture import GraphBreak
-    chain = []
-    while _is_view(node):
-        if node.kind == "call" and node.target.name in _REINTERPRET:
-            raise GraphBreak(f"an in-place write through {node.target.name}() is not captured")
-        chain.append(node)
-        node = _base(node)
-    if id(node) in readonly or (chain and not _StorageProbe().writable(node, chain[::-1])):
-        raise RuntimeError(f"{name}(): unsupported operation: more than one element of the "
-                           "written-to tensor refers to a single memory location. Please "
-                           "clone() the tensor before performing the operation.")
+from ..views import StorageProbe, base_of, is_view
 
 
 class _Builder:
@@ -97,63 +56,6 @@ class _Builder:
         return self.node("call", op, args, kwargs, self.meta(op, args, kwargs))
 
 
-class _StorageProbe:
-    """Whether a view chain still shares its root's storage: ops like ``reshape`` return a
-    view or a copy depending on strides. The chain runs on an uninitialized array shaped
-    like the root (contiguous, as eager results and guarded inputs are; the memory is never
-    touched unless an op copies), and the result is checked for shared memory."""
-
-    def __init__(self):
-        self.values: dict[int, Any] = {}
-
-    def _value(self, root: Node, chain: list[Node]):
-        """The chain run eagerly, at the compiling call's sizes (symbolic sizes are read at
-        their hints, which records no guard)."""
-        from ...autograd.grad_mode import no_grad
-        from ...ops.creation import empty
-        from ..symbolic import evaluate
-        key = id(chain[-1]) if chain else id(root)
-        if key in self.values:
-            return self.values[key]
-        if not chain:
-            v = empty(evaluate(tuple(root.meta.shape)), dtype=root.meta.dtype)
-        else:
-            c, x = chain[-1], self._value(root, chain[:-1])
-            if c.kind == "getitem":
-                v = x[c.target]
-            elif c.kind == "detach":
-                v = x.detach()
-            else:
-                base = _base(c)
-
-                def arg(n: Node):
-                    return x if n is base else \
-                        empty(evaluate(tuple(n.meta.shape)), dtype=n.meta.dtype)
-                args, kwargs = pytree.map_leaves((c.args, c.kwargs), Node, arg)
-                with no_grad():
-                    v = c.target(*_hinted(args), **_hinted(kwargs))
-        self.values[key] = v
-        return v
-
-    def writable(self, root: Node, chain: list[Node]) -> bool:
-        """False when eager would refuse to write the chain's view (an expanded view, whose
-        elements alias each other)."""
-        prev, STATE.capture = STATE.capture, None  # called during a trace: run eagerly
-        try:
-            return bool(self._value(root, chain)._data.flags.writeable)
-        except Exception:  # noqa: BLE001  a chain the probe cannot run: let capture decide
-            return True
-        finally:
-            STATE.capture = prev
-
-    def shares_storage(self, root: Node, chain: list[Node]) -> bool:
-        try:
-            return bool(np.may_share_memory(self._value(root, chain)._data,
-                                            self._value(root, [])._data))
-        except Exception:  # noqa: BLE001  symbolic sizes: assume the view, as eager mostly is
-            return True
-
-
 def functionalize(graph: Graph) -> Graph:
     """A new graph without ``mutate`` nodes, with write-backs for mutated inputs."""
     if not any(n.kind == "mutate" for n in graph.nodes):
@@ -164,13 +66,13 @@ def functionalize(graph: Graph) -> Graph:
     alias: dict[int, tuple[Node, list[Node]]] = {}  # old view node -> (root, chain)
     version: dict[int, int] = {}  # old root -> number of writes so far
     mutated: list[Node] = []  # roots that are inputs/params and were written
-    probe = _StorageProbe()
+    probe = StorageProbe()
 
     def replay(chain: list[Node], x: Node) -> Node:
         """The view chain's nodes re-applied to ``x`` (new nodes)."""
         for c in chain:
             if c.kind == "call":
-                base = _base(c)
+                base = base_of(c)
                 def arg(n: Node, x: Node = x, base: Node = base) -> Node:
                     return x if n is base else value(n)
                 args, kwargs = pytree.map_leaves((c.args, c.kwargs), Node, arg)
@@ -224,10 +126,10 @@ def functionalize(graph: Graph) -> Graph:
         args, kwargs = pytree.map_leaves((n.args, n.kwargs), Node, value)
         new = Node(n.name, n.kind, n.target, args, kwargs, n.meta)
         nodes.append(new)
-        if _is_view(n) and not isinstance(n.meta, tuple):
+        if is_view(n) and not isinstance(n.meta, tuple):
             # an output of a multi-output view (split, unbind) replays its call, then picks
             extra = [n.args[0], n] if n.kind == "getitem" else [n]
-            base = _base(extra[0])
+            base = base_of(extra[0])
             root, chain = alias.get(id(base), (base, []))
             if n.kind == "call" and n.target.view == "maybe" and \
                     not probe.shares_storage(root, chain + extra):
@@ -248,14 +150,6 @@ def functionalize(graph: Graph) -> Graph:
         if o in mutated:
             out.returns_input[k] = inputs.index(o)
     return out
-
-
-def _hinted(obj):
-    """``obj`` with every SymInt (also inside sizes) at its hint, recording no guard."""
-    from ..._tensor import Size
-    from ..symbolic import SymInt, evaluate
-    return pytree.map_leaves(obj, (SymInt, Size), lambda v: evaluate(tuple(v)) if
-                             isinstance(v, Size) else evaluate(v))
 
 
 def _int64():
