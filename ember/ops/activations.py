@@ -29,7 +29,7 @@ from .._tensor import _wrap_dim
 from ..backends import special
 from .binary import where
 from .reduction import reduce_dims, unreduce
-from .registry import DEFAULT, OpDef, call_inplace, op, specialise
+from .registry import DEFAULT, call_inplace, op
 
 PW = ("pointwise",)
 PUBLIC = ["selu", "selu_", "celu", "celu_", "rrelu", "rrelu_"]
@@ -443,20 +443,6 @@ def _safe_softmax(xp, input: "Tensor", dim, dtype=None):
 def log_softmax(xp, input: "Tensor", dim, dtype=None):
     """log_softmax(input, dim, dtype=None) -> Tensor: x - logsumexp(x) along ``dim``."""
     return _softmax_kernel(xp, input, dim, dtype, "log")
-
-
-def _asks_backend_kernels(d: OpDef) -> None:
-    """Run every call of ``d`` on the dispatcher's general path, which tries the backend's
-    "kernel" override of the op before its impl (the CPU backend's row kernels for the softmax
-    family, backends/cpu_kernels.py). The one-tensor fast path (registry.unary_path) calls the
-    impl without asking; until it asks, these ops give it up (about a microsecond a call)."""
-    d._fast = False
-    d.__class__ = OpDef  # the class specialise() made for the fast path
-    specialise(d)
-
-
-for _d in (softmax, _safe_softmax, log_softmax):
-    _asks_backend_kernels(_d)
 
 
 def _softmax_backward(ctx, g):

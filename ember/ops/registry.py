@@ -619,6 +619,7 @@ def unary_path(op: OpDef, fallback: Callable) -> Callable:
     impl = op.impl
     max_args = op.n_positional - 1
     view = op.view
+    overrides = op._kernel_overrides  # the backends' "kernel" overrides, filled at binding
 
     def path(self=_NONE, /, *args, **kwargs):
         if STATE.top is not None or len(args) > max_args or "out" in kwargs or \
@@ -627,8 +628,12 @@ def unary_path(op: OpDef, fallback: Callable) -> Callable:
         backend = self._backend
         token = quiet_enter()
         try:
-            res = impl(backend.xp, self._data, *args, **kwargs) if kwargs else \
-                impl(backend.xp, self._data, *args)
+            res = None
+            if overrides and (kernel := overrides.get(backend)) is not None:
+                res = kernel(self._data, *args, **kwargs)
+            if res is None:
+                res = impl(backend.xp, self._data, *args, **kwargs) if kwargs else \
+                    impl(backend.xp, self._data, *args)
         except backends_base.KERNEL_ERRORS as e:
             raise translate_error(op, e, (self,) + args, kwargs) from None
         finally:
