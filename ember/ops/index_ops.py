@@ -18,7 +18,8 @@ from .binary import where
 from .indexing import _tname, _upcast, index_view, pad_to, scalar_value
 from .arguments import takes_tensors
 from ..backends.base import ARRAY_TYPES
-from .registry import broadcast_error, op
+from .arguments import broadcast_error
+from .registry import op
 
 PUBLIC = ["take_along_dim"]
 

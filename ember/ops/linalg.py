@@ -21,7 +21,8 @@ import numpy as np
 from .. import _dtype as D
 from .bind import tensor_method
 from .arguments import takes_tensors
-from .registry import DEFAULT, broadcast_error, op
+from .arguments import broadcast_error
+from .registry import DEFAULT, op
 from .writes import write_out
 from .shape import expand
 

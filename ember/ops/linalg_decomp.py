@@ -27,7 +27,8 @@ from .linalg import _LOW, edtype, is_inexact, matmul, tname, write_out_as
 from .linalg_struct import diag_embed
 from .padding import pad
 from .arguments import takes_tensors
-from .registry import broadcast_error, op
+from .arguments import broadcast_error
+from .registry import op
 from .strided import diagonal, narrow
 
 PUBLIC = ["logdet", "matrix_power", "pinverse", "svd", "qr", "cholesky"]

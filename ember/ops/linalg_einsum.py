@@ -16,7 +16,8 @@ import numpy as np
 from .._tensor import Tensor
 from .creation import eye
 from .linalg import _LOW, tname
-from .registry import op, type_name
+from .arguments import type_name
+from .registry import op
 
 PUBLIC = ["einsum"]
 

@@ -16,7 +16,8 @@ from .bind import tensor_method
 from .creation import eye
 from .linalg import _LOW, tname
 from .arguments import takes_tensors
-from .registry import broadcast_error, op
+from .arguments import broadcast_error
+from .registry import op
 from .strided import diagonal
 
 PUBLIC = ["cross", "diagflat"]

@@ -26,7 +26,8 @@ from ..backends import special
 from ..backends.xp_ops import interpret
 from .bind import tensor_method
 from ..backends.base import ARRAY_TYPES
-from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, OPS, alias_all, arg_type_error, op
+from .arguments import arg_type_error
+from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, OPS, alias_all, op
 
 
 POINTWISE = ("pointwise",)

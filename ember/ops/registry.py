@@ -34,6 +34,7 @@ from ..autograd.grad_mode import state as _grad_state
 from .._dispatch import RUNNERS, STATE, interpose
 from ..backends import base as backends_base
 from ..backends.cpu import BACKEND as CPU_BACKEND, quiet_enter, quiet_exit
+from .arguments import arg_type_error, method_arg_error, translate_error, type_name
 from .writes import (C_TYPE_NAME, _C_NAME_CAST, cast_error, check_partial_overlap,
                      raise_if_uncastable, write_inplace, write_out)
 
@@ -49,35 +50,6 @@ _HALF = (D.float16, D.bfloat16)
 
 _NP_FROM = D._FROM_NP
 _new = object.__new__
-
-
-def type_name(v) -> str:
-    """A value's type as PyTorch's argument errors print it (``float``, ``numpy.ndarray``)."""
-    if isinstance(v, Tensor):
-        return "Tensor"
-    t = type(v)
-    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
-
-
-def arg_type_error(op: OpDef, index: int, keyword: bool, what: str,
-                   name: str = "") -> TypeError:
-    """PyTorch's "op(): argument 'x' (position n) must be Tensor, not float" for parameter
-    ``index`` of ``op``. Positions count from 1 in a function call; a Tensor method does not
-    count ``self``, so the method binders renumber it with ``method_arg_error``. A keyword
-    argument has no position."""
-    e = TypeError(_arg_message(op, index, keyword, what, name or op.name, index + 1))
-    e.ember_arg = (op, index, keyword, what)
-    return e
-
-
-def method_arg_error(e: TypeError, op: OpDef, name: str = "") -> TypeError | None:
-    """``e`` renumbered for the Tensor method ``name`` of ``op``; None when ``e`` is not
-    ``op``'s own argument error (an error from an op called inside it stays as it is)."""
-    info = getattr(e, "ember_arg", None)
-    if info is None or info[0] is not op:
-        return None
-    _, index, keyword, what = info
-    return TypeError(_arg_message(op, index, keyword, what, name or op.name, index))
 
 
 def call_as_method(op: OpDef, self, args: tuple, kwargs: dict, name: str = ""):
@@ -101,11 +73,6 @@ def call_as_operator(op: OpDef, self, other):
         if method_arg_error(e, op) is None:
             raise
         return NotImplemented
-
-
-def _arg_message(op, index, keyword, what, name, position) -> str:
-    where = "" if keyword else f" (position {position})"
-    return f"{name}(): argument '{op.params[index]}'{where} must be {what}"
 
 
 class OpDef:
@@ -526,42 +493,6 @@ def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
         return write_inplace(self, result, op.name + "_")
     finally:
         quiet_exit(token)
-
-
-def translate_error(op: OpDef, e: Exception, args, kwargs) -> Exception:
-    """Turn an error raised inside a numpy kernel into PyTorch's type with the op's name.
-    An impl that already raised PyTorch's exact error marks it ``_ember_final``."""
-    if getattr(e, "_ember_final", False):
-        return e
-    msg = str(e)
-    if isinstance(e, backends_base.LINALG_ERRORS):
-        return RuntimeError(f"{op.name}: {msg}")
-    if isinstance(e, ValueError) and ("broadcast" in msg or "operands could not" in msg):
-        shapes = [tuple(a.shape) for a in args if isinstance(a, Tensor)]
-        return RuntimeError(broadcast_error(shapes) or f"{op.name}(): {msg}")
-    if isinstance(e, (ValueError, FloatingPointError, OverflowError)):
-        return RuntimeError(f"{op.name}(): {msg}")
-    if isinstance(e, IndexError):
-        return IndexError(msg if msg.startswith(op.name) or "out of" in msg
-                          else f"{op.name}(): {msg}")
-    if isinstance(e, TypeError) and "argument" in msg and op.name not in msg:
-        return TypeError(f"{op.name}(): {msg}")
-    return e
-
-
-def broadcast_error(shapes) -> str | None:
-    """PyTorch's message for the first pair of sizes that do not broadcast."""
-    if len(shapes) < 2:
-        return None
-    nd = max(len(s) for s in shapes)
-    padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
-    for d in range(nd):
-        sizes = {p[d] for p in padded} - {1}
-        if len(sizes) > 1:
-            a, b = [p[d] for p in padded if p[d] != 1][:2]
-            return (f"The size of tensor a ({a}) must match the size of tensor b ({b}) at "
-                    f"non-singleton dimension {d}")
-    return None
 
 
 # ---------------------------------------------------------------------- call paths

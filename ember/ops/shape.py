@@ -19,7 +19,8 @@ from .._tensor import Size, Tensor, _wrap_dim
 from ..backends.cpu import _root
 from .bind import tensor_method
 from .arguments import takes_tensors
-from .registry import alias_all, broadcast_error, op
+from .arguments import broadcast_error
+from .registry import alias_all, op
 from .._dispatch import STATE
 
 _new = object.__new__
