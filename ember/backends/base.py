@@ -120,6 +120,11 @@ class Backend:
         """False for views where several elements share one memory location."""
         raise NotImplementedError
 
+    def writeable_alias(self, a):
+        """A writeable array over the memory of ``a``, a read-only view whose elements do not
+        alias each other (numpy's broadcast views); None where there is none."""
+        return None
+
     def may_share_memory(self, a, b) -> bool:
         raise NotImplementedError
 

@@ -98,9 +98,6 @@ class CUDABackend(Backend):
     def writeable(self, a) -> bool:
         return not any(s == 0 and n > 1 for s, n in zip(a.strides, a.shape))
 
-    def writeable_alias(self, a):
-        return None
-
     def may_share_memory(self, a, b) -> bool:
         return cupy().may_share_memory(a, b)
 
