@@ -61,9 +61,14 @@ def cases():
 
     return [
         ("add 8x8 (issue to issue)", small_op(lambda lib, x, y: x + y)),
+        ("tanh 8x8 (issue to issue; generated Triton)", small_op(lambda lib, x, y: x.tanh())),
         ("mul+sum 8x8 (issue to issue)", small_op(lambda lib, x, y: (x * y).sum())),
         ("matmul 8x8 (issue to issue)", small_op(lambda lib, x, y: x @ y)),
         (f"add 16M float32 (x{REPEAT})", repeated(lambda lib, x, y: x + y, big, big)),
+        (f"sigmoid 16M float32 (x{REPEAT}; generated Triton)",
+         repeated(lambda lib, x, y: x.sigmoid(), big, big)),
+        (f"tanh 16M bfloat16 (x{REPEAT}; generated Triton)",
+         repeated(lambda lib, x, y: x.tanh(), big, big, "bfloat16")),
         (f"softmax 4096x4096 float32 (x{REPEAT})",
          repeated(lambda lib, x, y: x.softmax(-1), big, big)),
         (f"matmul 4096^3 float32 (x{REPEAT})", repeated(lambda lib, x, y: x @ y, m, m)),

@@ -182,17 +182,39 @@ def one_primitive(defn: Callable) -> str | None:
     return None
 
 
+# array module -> ``compile(defn, xp)``, for backends whose pointwise kernels are generated
+# code (CUDA: one Triton kernel per definition) rather than the handler's array calls
+COMPILERS: dict = {}
+_BOUND: list = []  # every Bound, so that set_compiler can rebind them
+
+
+def set_compiler(xp, compile: Callable | None) -> None:
+    """Make ``compile(defn, xp)`` (None: the handler) build ``xp``'s pointwise kernels."""
+    if compile is None:
+        COMPILERS.pop(xp, None)
+    else:
+        COMPILERS[xp] = compile
+    for bound in _BOUND:
+        bound.pop(xp, None)
+
+
 class Bound(dict):
     """Array module -> ``defn`` bound to that module's handler: ``kernel(*args, **kwargs)``.
     Built on first use; a one-primitive definition binds to the handler's function itself
-    (``xp.exp`` for exp), so calling it costs what calling numpy costs."""
+    (``xp.exp`` for exp), so calling it costs what calling numpy costs. A module with a
+    compiler in ``COMPILERS`` gets the compiler's kernel instead."""
 
     def __init__(self, defn: Callable):
         super().__init__()
         self.defn = defn
         self.prim = one_primitive(defn)
+        _BOUND.append(self)
 
     def __missing__(self, xp):
+        compile = COMPILERS.get(xp)
+        if compile is not None:
+            kernel = self[xp] = compile(self.defn, xp)
+            return kernel
         ops = handler(xp)
         kernel = getattr(ops, self.prim) if self.prim else functools.partial(self.defn, ops)
         self[xp] = kernel

@@ -20,6 +20,7 @@ from ..._device import device
 from ..base import ARRAY_TYPES, Backend, register
 from .. import special
 from ..xp_api import restricted
+from ..xp_ops import set_compiler
 
 
 @functools.cache
@@ -39,6 +40,10 @@ def installed() -> bool:
     return importlib.util.find_spec("cupy") is not None
 
 
+def triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
 class CUDABackend(Backend):
     """CuPy arrays on NVIDIA GPUs."""
 
@@ -46,7 +51,11 @@ class CUDABackend(Backend):
 
     @functools.cached_property
     def xp(self):
-        return restricted(cupy(), "ember.backends.cuda.xp")
+        xp = restricted(cupy(), "ember.backends.cuda.xp")
+        if triton_installed():  # pointwise definitions become generated Triton kernels
+            from . import pointwise
+            set_compiler(xp, pointwise.compile)
+        return xp
 
     @functools.cached_property
     def array_type(self):

@@ -1,0 +1,128 @@
+"""CUDA eager pointwise ops: each definition over the scalar primitives becomes one generated
+Triton kernel per (operand dtypes and layout classes, constants, dimensions), emitted by
+codegen/triton/pointwise.py, loaded once and cached.
+
+``compile(defn, xp)`` is the kernel the op table calls for arrays of ``xp`` (CuPy's, or numpy's
+under Triton's interpreter, which is how CI runs every generated kernel without a GPU): it
+takes the definition's operands (arrays of one device, Python constants), allocates the
+contiguous output and launches one kernel.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+
+from ... import _dtype as D
+from ...codegen import cache
+from ...codegen.triton.pointwise import Operand, emit
+from . import triton_adapter as adapter
+
+BLOCK = 1024
+_KERNELS: dict = {}
+STATS = {"emitted": 0, "launches": 0}
+
+
+def compile(defn, xp):
+    """``kernel(*operands)`` computing ``defn`` with generated Triton kernels on ``xp``'s
+    arrays."""
+    array_type = type(xp.empty(0))
+    name = getattr(defn, "__name__", "pointwise").strip("<>_") or "pointwise"
+
+    def kernel(*operands):
+        return run(defn, name, xp, array_type, operands)
+    kernel.__name__ = f"triton_{name}"
+    return kernel
+
+
+def run(defn, name, xp, array_type, operands):
+    arrays = [a for a in operands if isinstance(a, array_type)]
+    shape = arrays[0].shape if len(arrays) == 1 else np.broadcast_shapes(*(a.shape
+                                                                           for a in arrays))
+    n = 1
+    for s in shape:
+        n *= s
+    layouts, strided = [], []
+    for a in operands:
+        if not isinstance(a, array_type):
+            layouts.append(a)
+        elif a.size == 1:
+            layouts.append(Operand(D.from_np(a.dtype), "scalar"))
+        elif a.shape == shape and a.flags.c_contiguous:
+            layouts.append(Operand(D.from_np(a.dtype), "dense"))
+        else:
+            layouts.append(Operand(D.from_np(a.dtype), "strided"))
+            strided.append(a)
+    sizes, strides = _collapse(shape, strided) if strided else ((), [])
+    key = (defn, tuple(_key(o) for o in layouts), len(sizes), adapter.interpreting())
+    entry = _KERNELS.get(key)
+    if entry is None:
+        entry = _KERNELS[key] = _load(emit(defn, tuple(layouts), len(sizes), f"{name}_kernel"))
+    fn, out_dtype = entry
+    out = xp.empty(shape, out_dtype.np)
+    if n == 0:
+        return out
+    args = [out] + [a for a in operands if isinstance(a, array_type)]
+    if not adapter.interpreting():
+        args = [adapter.Pointer(a.data.ptr, a.dtype) for a in args]
+    args.append(n)
+    args += sizes
+    for st in strides:
+        args += st
+    STATS["launches"] += 1
+    adapter.launch(fn, ((n + BLOCK - 1) // BLOCK,), args, BLOCK=BLOCK)
+    return out
+
+
+def _key(o):
+    return o if isinstance(o, Operand) else (type(o).__name__, repr(o))
+
+
+def _collapse(shape, arrays):
+    """The output's sizes and each array's element strides over them (0 along broadcast
+    dimensions), with dimensions merged where every stride allows and size-1 ones dropped."""
+    nd = len(shape)
+    per = []
+    for a in arrays:
+        pad = nd - a.ndim
+        st = [0] * pad + [s // a.itemsize for s in a.strides]
+        sh = [1] * pad + list(a.shape)
+        per.append([0 if sh[d] == 1 else st[d] for d in range(nd)])
+    dims = [d for d in range(nd) if shape[d] != 1]
+    sizes = [shape[d] for d in dims]
+    strides = [[st[d] for d in dims] for st in per]
+    merged_sizes, merged = [], [[] for _ in arrays]
+    for j, size in enumerate(sizes):
+        if merged_sizes and all(m[-1] == st[j] * size for m, st in zip(merged, strides)):
+            merged_sizes[-1] *= size
+            for m, st in zip(merged, strides):
+                m[-1] = st[j]
+            continue
+        merged_sizes.append(size)
+        for m, st in zip(merged, strides):
+            m.append(st[j])
+    return tuple(merged_sizes), merged
+
+
+def _load(k):
+    """The ``@triton.jit`` function of kernel ``k``: its source written to the cache directory
+    (Triton reads a kernel's source from its file) and imported."""
+    adapter.triton()
+    key = cache.key_of(k.source, "interpret" if adapter.interpreting() else "cuda")
+    folder = os.path.join(cache.cache_dir(), "triton")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{k.name}_{key}.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(k.source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(f"ember_triton_{key}", path)
+    module = importlib.util.module_from_spec(spec)
+    module.libdevice = adapter.libdevice()
+    spec.loader.exec_module(module)
+    STATS["emitted"] += 1
+    return getattr(module, k.name), k.out_dtype
+

@@ -1,0 +1,287 @@
+"""Triton without torch: the one module that knows Triton's runtime internals.
+
+Everything here is pinned to the Triton minor versions in ``TESTED`` (the driver classes, the
+JIT function's per-device caches and the compiled kernel's ``run`` argument order move between
+minors; reference/gpu-stack.md section 1). Three things:
+
+- ``install_driver()``: on a GPU, Triton's own NVIDIA driver imports torch to learn the current
+  device and stream. When no driver is active yet, ember installs a subclass that answers those
+  queries from torch when torch is in the process (so a user's ``torch.compile`` kernels keep
+  running on torch's stream) and from CuPy otherwise. An active driver is left alone.
+- ``launch(kernel, grid, args, stream)``: ember's own launches name their stream explicitly
+  and go straight to the compiled kernel (the JIT's cache lookup, then ``CompiledKernel.run``),
+  which skips the per-launch driver queries and launch-metadata bookkeeping of ``kernel[grid]``.
+- Under Triton's interpreter (``TRITON_INTERPRET=1``, CPU, numpy buffers) ``launch`` wraps each
+  numpy array in ``HostArray``, the storage protocol the interpreter reads (it was written for
+  torch tensors): CI runs every generated kernel this way without a GPU.
+
+Pointer arguments on the GPU are ``Pointer(address, dtype)``: all Triton reads of a tensor
+argument are ``data_ptr()`` and a hashable ``dtype`` whose ``str`` it knows (numpy's names, and
+ml_dtypes' bfloat16 and float8 types).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import sys
+import threading
+
+import numpy as np
+
+TESTED = ("3.6",)
+
+
+def interpreting() -> bool:
+    """Whether Triton kernels run in Triton's CPU interpreter (read when a kernel is defined)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@functools.cache
+def triton():
+    """The ``triton`` module; ImportError or RuntimeError naming what to install."""
+    try:
+        import triton as t
+    except ImportError:
+        raise ImportError("ember's CUDA kernels need Triton: pip install 'ember[cuda]' "
+                          f"(triton=={TESTED[-1]}.*)") from None
+    minor = ".".join(t.__version__.split(".")[:2])
+    if minor not in TESTED and not os.environ.get("EMBER_TRITON_UNTESTED"):
+        raise RuntimeError(
+            f"ember is tested with Triton {', '.join(TESTED)}, and this process has Triton "
+            f"{t.__version__}: install triton=={TESTED[-1]}.* (or set EMBER_TRITON_UNTESTED=1 "
+            "to try this version anyway)")
+    return t
+
+
+def jit(fn=None, **options):
+    """``triton.jit``, imported when the first kernel is defined (``import ember`` stays free
+    of Triton)."""
+    if fn is None:
+        return lambda f: triton().jit(f, **options)
+    return triton().jit(fn, **options)
+
+
+# ------------------------------------------------------------------ arguments
+class Pointer:
+    """A device address Triton takes as a pointer argument of element type ``dtype``."""
+
+    __slots__ = ("ptr", "dtype")
+
+    def __init__(self, ptr: int, dtype):
+        self.ptr, self.dtype = ptr, dtype
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+class _HostStorage:
+    """The bytes an interpreted kernel may touch, as a uint8 array over that memory."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: np.ndarray):
+        self.raw = raw
+
+    def data_ptr(self) -> int:
+        return self.raw.__array_interface__["data"][0]
+
+    def cpu(self):
+        return self  # already host memory: the kernel works on it in place
+
+    def copy_(self, other) -> None:
+        if other.data_ptr() != self.data_ptr():  # the interpreter copies it onto itself
+            raise AssertionError("a host buffer is only ever copied onto itself")
+
+
+class HostArray:
+    """A numpy array in the storage protocol of Triton's interpreter (``untyped_storage``,
+    ``set_``, ...). Its storage is the memory the array spans, aliased, so the interpreter
+    reads and writes the caller's memory directly."""
+
+    __slots__ = ("a", "dtype", "_storage")
+
+    def __init__(self, a: np.ndarray, storage: _HostStorage | None = None):
+        self.a, self.dtype, self._storage = a, a.dtype, storage
+
+    def data_ptr(self) -> int:
+        return self.a.__array_interface__["data"][0]
+
+    def untyped_storage(self) -> _HostStorage:
+        if self._storage is None:
+            a = self.a
+            lo = hi = self.data_ptr()
+            for n, s in zip(a.shape, a.strides):
+                if n > 1:
+                    lo, hi = (lo, hi + (n - 1) * s) if s >= 0 else (lo + (n - 1) * s, hi)
+            span = hi - lo + a.itemsize if a.size else 0
+            raw = np.ctypeslib.as_array((ctypes.c_uint8 * span).from_address(lo)) if span \
+                else np.empty(0, np.uint8)
+            self._storage = _HostStorage(raw)
+        return self._storage
+
+    def storage_offset(self) -> int:
+        return (self.data_ptr() - self.untyped_storage().data_ptr()) // self.a.itemsize
+
+    def size(self):
+        return self.a.shape
+
+    def stride(self):
+        return tuple(s // self.a.itemsize for s in self.a.strides)
+
+    def new_empty(self, n, device=None):
+        return HostArray(np.empty(n, self.dtype))
+
+    def set_(self, storage: _HostStorage, offset, size, stride) -> None:
+        item = self.dtype.itemsize
+        self.a = np.ndarray(tuple(size), self.dtype, buffer=storage.raw, offset=offset * item,
+                            strides=tuple(s * item for s in stride))
+        self._storage = storage
+
+
+def host_args(args) -> list:
+    return [HostArray(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+# ------------------------------------------------------------------ the driver
+_install_lock = threading.Lock()
+_installed = False
+
+
+def install_driver() -> None:
+    """Make Triton's active driver one that works without torch, unless one is active."""
+    global _installed
+    if _installed:
+        return
+    with _install_lock:
+        if _installed:
+            return
+        from triton.runtime import driver as config
+        if getattr(config, "_active", None) is None:
+            config.set_active(_driver_class()())
+        _installed = True
+
+
+@functools.cache
+def _driver_class():
+    from triton.backends.nvidia.driver import CudaDriver, CudaLauncher, CudaUtils
+
+    class EmberCudaDriver(CudaDriver):
+        """Triton's NVIDIA driver, with device and stream queries answered by torch when it
+        is in the process and by CuPy otherwise (GPUDriver.__init__ imports torch, so it is
+        not called)."""
+
+        def __init__(self):
+            self.utils = CudaUtils()
+            self.launcher_cls = CudaLauncher
+
+        @staticmethod
+        def _torch():
+            t = sys.modules.get("torch")
+            return t if t is not None and t.cuda.is_initialized() else None
+
+        def get_current_device(self):
+            t = self._torch()
+            if t is not None:
+                return t.cuda.current_device()
+            from .backend import cupy
+            return cupy().cuda.runtime.getDevice()
+
+        def set_current_device(self, index):
+            t = self._torch()
+            if t is not None:
+                t.cuda.set_device(index)
+            from .backend import cupy
+            cupy().cuda.runtime.setDevice(index)
+
+        def get_current_stream(self, index=None):
+            t = self._torch()
+            if t is not None:
+                return t.cuda.current_stream(index).cuda_stream
+            from .backend import cupy
+            return cupy().cuda.get_current_stream().ptr
+
+        def get_device_capability(self, index=None):
+            from .backend import cupy
+            cp = cupy()
+            dev = cp.cuda.Device(index if index is not None else cp.cuda.runtime.getDevice())
+            return divmod(int(dev.compute_capability), 10)
+
+        @staticmethod
+        def is_active():
+            return True
+
+    return EmberCudaDriver
+
+
+# ------------------------------------------------------------------ launching
+def launch(kernel, grid: tuple, args, stream: int | None = None, **constexprs) -> None:
+    """Run ``kernel`` (a ``@jit`` function) over ``grid`` on ``stream`` (a CUDA stream
+    handle; the device's current stream when None). ``args`` are its runtime arguments in
+    order: ``Pointer``s (numpy arrays under the interpreter) and Python numbers;
+    ``constexprs`` its compile-time ones, by name."""
+    if interpreting():
+        kernel[grid](*host_args(args), **constexprs)
+        return
+    install_driver()
+    from triton import knobs
+    from triton.runtime import driver as config
+    from triton.runtime.jit import compute_cache_key
+    from .backend import cupy
+    cp = cupy()
+    device = cp.cuda.runtime.getDevice()
+    if stream is None:
+        stream = cp.cuda.get_current_stream().ptr
+    # the options JITFunction.run adds before binding, so the keys agree with its cache
+    kwargs = dict(constexprs, debug=kernel.debug or knobs.runtime.debug,
+                  instrumentation_mode=knobs.compilation.instrumentation_mode)
+    kernel_cache, key_cache, _target, _backend, binder = kernel.device_caches[device]
+    bound, specialization, options = binder(*args, **kwargs)
+    compiled = kernel_cache.get(compute_cache_key(key_cache, specialization, options))
+    if compiled is None:  # compile (the driver's current device is this one: CuPy's)
+        compiled = kernel.run(*args, grid=grid, warmup=True, **kwargs)
+    run = compiled.run  # loads the module on first use
+    g = tuple(grid) + (1, 1)
+    run(g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None,
+        None, *bound.values())
+
+
+# ------------------------------------------------------------------ libdevice
+def libdevice():
+    """Triton's libdevice module; under the interpreter (which cannot run libdevice's extern
+    functions) a stand-in computing the same functions with numpy."""
+    return _libdevice(interpreting())
+
+
+@functools.cache
+def _libdevice(interpret: bool):
+    if not interpret:
+        from triton.language.extra import libdevice as ld
+        return ld
+    import types
+    from .. import special
+    shim = types.ModuleType("ember_interpreter_libdevice")
+    numpy_names = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "atan2": "arctan2",
+                   "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh", "pow": "power"}
+    extra = {"rsqrt": lambda x: 1 / np.sqrt(x), "erf": special.erf, "erfc": special.erfc}
+    for name in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "rsqrt", "pow", "sin",
+                 "cos", "tan", "asin", "acos", "atan", "atan2", "hypot", "sinh", "cosh",
+                 "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "floor", "ceil", "trunc",
+                 "copysign"):
+        fn = extra.get(name) or getattr(np, numpy_names.get(name, name))
+        setattr(shim, name, _on_handles(fn))
+    return shim
+
+
+def _on_handles(fn):
+    """``fn`` on the numpy data of interpreter blocks, as an interpreter block of the first
+    operand's type."""
+    def apply(*blocks):
+        from triton.runtime.interpreter import TensorHandle
+        tl = triton().language
+        first = blocks[0]
+        data = fn(*(b.handle.data for b in blocks))
+        data = np.asarray(data, dtype=first.handle.data.dtype)
+        return tl.core.tensor(TensorHandle(data, first.dtype.scalar), first.type)
+    return apply

@@ -1,0 +1,1 @@
+"""Triton code generation: the scalar-op spelling and the kernel emitters."""
