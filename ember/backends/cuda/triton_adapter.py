@@ -226,7 +226,6 @@ def launch(kernel, grid: tuple, args, stream: int | None = None, **constexprs) -
         return
     install_driver()
     from triton import knobs
-    from triton.runtime import driver as config
     from triton.runtime.jit import compute_cache_key
     from .backend import cupy
     cp = cupy()
