@@ -30,23 +30,42 @@ def compile(defn, xp):
     arrays."""
     array_type = type(xp.empty(0))
     name = getattr(defn, "__name__", "pointwise").strip("<>_") or "pointwise"
+    plans: dict = {}  # the operands' shapes, strides, dtypes and constants -> Plan
 
     def kernel(*operands):
-        return run(defn, name, xp, array_type, operands)
+        key = tuple((a.shape, a.strides, a.dtype) if type(a) is array_type else
+                    (type(a), repr(a)) for a in operands)
+        plan = plans.get(key)
+        if plan is None:
+            if len(plans) > 4096:  # shapes that keep changing: start over
+                plans.clear()
+            plan = plans[key] = _plan(defn, name, array_type, operands)
+        fn, out_dtype, shape, n, grid, tail = plan
+        out = xp.empty(shape, out_dtype)
+        if n:
+            STATS["launches"] += 1
+            if adapter.interpreting():
+                args = [out, *(a for a in operands if type(a) is array_type)]
+            else:
+                args = [adapter.Pointer(a.data.ptr, a.dtype) for a in
+                        (out, *(a for a in operands if type(a) is array_type))]
+            adapter.launch(fn, grid, args + tail, BLOCK=BLOCK)
+        return out
     kernel.__name__ = f"triton_{name}"
     return kernel
 
 
-def run(defn, name, xp, array_type, operands):
-    arrays = [a for a in operands if isinstance(a, array_type)]
-    shape = arrays[0].shape if len(arrays) == 1 else np.broadcast_shapes(*(a.shape
-                                                                           for a in arrays))
+def _plan(defn, name, array_type, operands):
+    """What a call on operands of these shapes, strides and dtypes launches: ``(kernel,
+    output numpy dtype, output shape, elements, grid, the size and stride arguments)``."""
+    arrays = [a for a in operands if type(a) is array_type]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
     n = 1
     for s in shape:
         n *= s
     layouts, strided = [], []
     for a in operands:
-        if not isinstance(a, array_type):
+        if type(a) is not array_type:
             layouts.append(a)
         elif a.size == 1:
             layouts.append(Operand(D.from_np(a.dtype), "scalar"))
@@ -61,19 +80,10 @@ def run(defn, name, xp, array_type, operands):
     if entry is None:
         entry = _KERNELS[key] = _load(emit(defn, tuple(layouts), len(sizes), f"{name}_kernel"))
     fn, out_dtype = entry
-    out = xp.empty(shape, out_dtype.np)
-    if n == 0:
-        return out
-    args = [out] + [a for a in operands if isinstance(a, array_type)]
-    if not adapter.interpreting():
-        args = [adapter.Pointer(a.data.ptr, a.dtype) for a in args]
-    args.append(n)
-    args += sizes
+    tail = [n, *sizes]
     for st in strides:
-        args += st
-    STATS["launches"] += 1
-    adapter.launch(fn, ((n + BLOCK - 1) // BLOCK,), args, BLOCK=BLOCK)
-    return out
+        tail += st
+    return fn, out_dtype.np, shape, n, ((n + BLOCK - 1) // BLOCK,), tail
 
 
 def _key(o):

@@ -216,34 +216,65 @@ def _driver_class():
 
 
 # ------------------------------------------------------------------ launching
+def _signature(args) -> tuple:
+    """What Triton specialises a launch on, per runtime argument: a pointer's dtype and 16-byte
+    alignment; an integer's width (32 or 64 bits), whether it is 1, and whether 16 divides it;
+    a float or bool's type."""
+    sig = []
+    for a in args:
+        t = type(a)
+        if t is Pointer:
+            sig.append((a.dtype, a.ptr % 16 == 0))
+        elif t is int:
+            sig.append((-2**31 <= a < 2**31, a == 1, a % 16 == 0))
+        else:
+            sig.append(t)
+    return tuple(sig)
+
+
+_LAUNCHERS: dict = {}
+
+
 def launch(kernel, grid: tuple, args, stream: int | None = None, **constexprs) -> None:
     """Run ``kernel`` (a ``@jit`` function) over ``grid`` on ``stream`` (a CUDA stream
     handle; the device's current stream when None). ``args`` are its runtime arguments in
     order: ``Pointer``s (numpy arrays under the interpreter) and Python numbers;
-    ``constexprs`` its compile-time ones, by name."""
+    ``constexprs`` its compile-time ones, by name (they follow the runtime ones).
+
+    The compiled kernel is looked up by what Triton specialises on (``_signature``), so a
+    launch after the first is one dictionary lookup and the launcher's C call."""
     if interpreting():
         kernel[grid](*host_args(args), **constexprs)
         return
-    install_driver()
-    from triton import knobs
-    from triton.runtime.jit import compute_cache_key
     from .backend import cupy
     cp = cupy()
     device = cp.cuda.runtime.getDevice()
     if stream is None:
         stream = cp.cuda.get_current_stream().ptr
-    # the options JITFunction.run adds before binding, so the keys agree with its cache
+    key = (kernel, device, _signature(args), tuple(constexprs.items()))
+    hit = _LAUNCHERS.get(key)
+    if hit is None:
+        hit = _LAUNCHERS[key] = _compile(kernel, device, grid, args, constexprs)
+    run, function, metadata, tail = hit
+    g = tuple(grid) + (1, 1)
+    run(g[0], g[1], g[2], stream, function, metadata, None, None, None, *args, *tail)
+
+
+def _compile(kernel, device, grid, args, constexprs):
+    """The compiled kernel of one signature: ``(run, function, packed metadata, the
+    constexpr values that follow the runtime arguments)``."""
+    install_driver()
+    from triton import knobs
+    names = kernel.arg_names
+    if names[len(args):] != list(constexprs) or any(n in constexprs for n in names[:len(args)]):
+        raise TypeError(f"{kernel.__name__}: launch() takes the runtime arguments in order, "
+                        f"then the constexprs ({names})")
+    # the options JITFunction.run adds before binding, so its cache key agrees
     kwargs = dict(constexprs, debug=kernel.debug or knobs.runtime.debug,
                   instrumentation_mode=knobs.compilation.instrumentation_mode)
-    kernel_cache, key_cache, _target, _backend, binder = kernel.device_caches[device]
-    bound, specialization, options = binder(*args, **kwargs)
-    compiled = kernel_cache.get(compute_cache_key(key_cache, specialization, options))
-    if compiled is None:  # compile (the driver's current device is this one: CuPy's)
-        compiled = kernel.run(*args, grid=grid, warmup=True, **kwargs)
+    compiled = kernel.run(*args, grid=grid, warmup=True, **kwargs)
     run = compiled.run  # loads the module on first use
-    g = tuple(grid) + (1, 1)
-    run(g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None,
-        None, *bound.values())
+    return run, compiled.function, compiled.packed_metadata, tuple(constexprs.values())
 
 
 # ------------------------------------------------------------------ libdevice
