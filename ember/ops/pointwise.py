@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..backends import special
-from ..backends.xp_ops import interpret
+from ..backends.xp_ops import COMPILERS, interpret
 from .bind import tensor_method
 from ..backends.base import ARRAY_TYPES
 from .arguments import arg_type_error
@@ -120,6 +120,7 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
         last = max(ppos) if ppos else -1
         rest = ppos[1:]
         fixed = None if callable(promote) else promote
+        defined = hasattr(fn, "kernels")  # a definition over the primitives (interpret)
         # promoted operands without a default may not be None (``x.mul(None)``)
         required = [(j, n) for j, (n, p) in enumerate(zip(pnames, (params[i] for i in ppos)))
                     if p.default is p.empty]
@@ -163,6 +164,8 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
                 ct = D.float32 if rt in _HALF else rt
             else:
                 rt, ct = result_dtype(opname, pnames, raw, k, tensor_only)
+            if ct is not rt and defined and xp in COMPILERS:
+                ct = rt  # the compiled kernel widens half operands and rounds once itself
             if check is not None:
                 check(dict(zip(pnames, raw)), rt, kwargs)
             cnp = ct.np
@@ -362,6 +365,7 @@ def _register_unary(name: str, row: Unary):
     d = op(name, tags=POINTWISE, promote=row.promote, inplace=True,
            saves=("input",) if row.needs == "x" else (), save_output=row.needs == "y",
            differentiable=row.deriv is not None)(impl)
+    d.half_in_kernel = not isinstance(row.math, Library)
     deriv, needs, raw = row.deriv, row.needs, row.raw
     if deriv == "zero":
         d.def_backward(lambda ctx, g: g.new_zeros(g.shape))

@@ -33,6 +33,7 @@ from ..autograd import engine
 from ..autograd.grad_mode import state as _grad_state
 from .._dispatch import RUNNERS, STATE, interpose
 from ..backends import base as backends_base
+from ..backends.xp_ops import COMPILERS
 from ..backends.cpu import BACKEND as CPU_BACKEND, quiet_enter, quiet_exit
 from .arguments import arg_type_error, method_arg_error, translate_error, type_name
 from .writes import (C_TYPE_NAME, _C_NAME_CAST, cast_error, check_partial_overlap,
@@ -98,6 +99,9 @@ class OpDef:
         # view: True (always a view), "maybe" (a view when strides allow, else a copy), False
         self.promote = promote
         self.upcast_half = upcast_half
+        # the impl is a pointwise definition: where the backend compiles those (CUDA), its
+        # kernel loads half-precision operands widened and rounds once at the store itself
+        self.half_in_kernel = False
         self.differentiable = differentiable
         self.backward: Callable | None = None
         self.decomposition = decomposition
@@ -298,7 +302,7 @@ class OpDef:
                         break
             out_dtype = None
             if not unwrap:
-                out_dtype = self._promote(vals, nargs)
+                out_dtype = self._promote(vals, nargs, backend)
             elif self.upcast_half and inputs and inputs[0]._dtype in _HALF:
                 out_dtype = inputs[0]._dtype
                 for i in self.tensor_pos:
@@ -387,12 +391,14 @@ class OpDef:
             raise arg_type_error(self, i, keyword, f"Tensor, not {type_name(a)}")
         return None
 
-    def _promote(self, vals: list, nargs: int):
+    def _promote(self, vals: list, nargs: int, backend):
         rt = D.result_type(*(vals[i] for i in self.promote_pos if i < nargs))
         kind = self.promote
         if kind == INT_TO_FLOAT and rt.kind in "uib":
             rt = D._default[0]
-        compute = D.float32 if rt in _HALF else rt
+        compute = rt
+        if rt in _HALF and not (self.half_in_kernel and backend.xp in COMPILERS):
+            compute = D.float32
         cnp = compute.np
         for i in self.promote_pos:
             if i >= nargs:
