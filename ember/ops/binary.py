@@ -267,6 +267,7 @@ def _extremum(name, prim, first_wins, nan_aware):
     if prim is not None:  # maximum, minimum: the primitive max/min (NaN propagates)
         def math(ops, input: "Tensor", other: "Tensor"):
             return getattr(ops, prim)(input, other)
+        math.__name__ = name
         kernel = interpret(math)
     else:  # fmax, fmin: numpy's NaN-ignoring ufunc (the composition takes five array passes)
         def kernel(xp, input: "Tensor", other: "Tensor"):

@@ -352,6 +352,7 @@ def _register_unary(name: str, row: Unary):
         fn = row.math.fn
         kernels = collections.defaultdict(lambda: fn)
     else:
+        row.math.__name__ = name  # generated kernels are named after it
         kernels = interpret(row.math).kernels  # array module -> the math on its arrays
 
     def impl(xp, input: "Tensor"):
