@@ -64,7 +64,8 @@ def cast(a, dt: D.dtype):
     """``a`` (an array or a number) as an array of ``dt``, converted as PyTorch converts:
     complex to real keeps the real part, float64 rounds to half precision through float32
     (as it does to float8). ``a`` itself when it already has that dtype."""
-    a = np.asarray(a)
+    if not hasattr(a, "dtype"):
+        a = np.asarray(a)
     src = a.dtype
     if src == dt.np:
         return a
