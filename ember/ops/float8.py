@@ -26,12 +26,15 @@ SUPPORTED = frozenset((
     "addmm", "linear"))
 
 
-def _no_scalar(args, kwargs):
-    # PyTorch's mul takes a CPU scalar (a number anywhere, a zero-dim tensor second) through
-    # a path without float8
-    a, b = args[0], args[1] if len(args) > 1 else kwargs.get("other")
-    return None if getattr(a, "ndim", None) is not None and getattr(b, "ndim", 0) else \
-        "mul_cpu_reduced_float"
+def _scalar_path(name: str, tensors_ok: bool):
+    # PyTorch's mul and div take a CPU scalar (a number anywhere, a zero-dim tensor second)
+    # through a "reduced float" kernel without float8; of two tensors mul has float8, div not
+    def rule(args, kwargs):
+        a, b = args[0], args[1] if len(args) > 1 else kwargs.get("other")
+        if getattr(a, "ndim", None) is None or not getattr(b, "ndim", 0):
+            return f"{name}_cpu_reduced_float"
+        return None if tensors_ok else ""
+    return rule
 
 
 def _flips_last(dims, ndim: int) -> bool:
@@ -80,8 +83,9 @@ def _equal(args, kwargs):
 
 
 # ops that accept float8 only in some calls: rule(args, kwargs) -> the refusing kernel or None
-RULES = {"mul": _no_scalar, "pad": _pad, "flip": _flip, "rot90": _rot90, "matmul": _matmul,
-         "isinf": _with_inf("isinf"), "isfinite": _with_inf("isfinite"), "equal": _equal}
+RULES = {"mul": _scalar_path("mul", True), "div": _scalar_path("div", False), "pad": _pad,
+         "flip": _flip, "rot90": _rot90, "matmul": _matmul, "equal": _equal,
+         "isinf": _with_inf("isinf"), "isfinite": _with_inf("isfinite")}
 
 # the kernel PyTorch names when it refuses, where it is not "<op>_cpu"
 KERNEL = {
