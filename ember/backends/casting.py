@@ -64,7 +64,7 @@ def cast(a, dt: D.dtype):
     """``a`` (an array or a number) as an array of ``dt``, converted as PyTorch converts:
     complex to real keeps the real part, float64 rounds to half precision through float32
     (as it does to float8). ``a`` itself when it already has that dtype."""
-    if not hasattr(a, "dtype"):
+    if not hasattr(a, "dtype") or isinstance(a, np.generic):  # a number: a 0-d array
         a = np.asarray(a)
     src = a.dtype
     if src == dt.np:
