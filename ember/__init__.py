@@ -10,7 +10,8 @@ _tune_allocator()
 from ._version import __version__  # noqa: E402,F401
 
 from ._dtype import (bool_ as bool, uint8, int8, int16, int32, int64, float16,  # noqa: E402
-                     bfloat16, float32, float64, complex64, complex128, dtype, finfo, iinfo,
+                     bfloat16, float32, float64, complex64, complex128, float8_e4m3fn,
+                     float8_e5m2, dtype, finfo, iinfo,
                      get_default_dtype, set_default_dtype, promote_types,
                      can_cast)
 from ._dtype import ALIASES as _ALIASES  # noqa: E402

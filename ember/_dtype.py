@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import math
 
 import ml_dtypes
 import numpy as np
@@ -11,7 +12,8 @@ import numpy as np
 class dtype:
     """A tensor element type (``ember.float32`` ...). Compares by identity."""
 
-    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_complex", "is_signed", "kind")
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_complex", "is_signed", "kind",
+                 "is_float8")
 
     def __init__(self, name: str, np_dtype, kind: str):
         self.name = name
@@ -21,6 +23,8 @@ class dtype:
         self.is_floating_point = kind == "f"
         self.is_complex = kind == "c"
         self.is_signed = kind in "ifc"
+        # float8: storage types that PyTorch's CPU kernels mostly refuse (see ops/float8.py)
+        self.is_float8 = kind == "f" and self.itemsize == 1
 
     def __repr__(self) -> str:
         return f"ember.{self.name}"
@@ -32,6 +36,8 @@ class dtype:
         return {complex64: float32, complex128: float64}.get(self, self)
 
     def to_complex(self) -> "dtype":
+        if self.is_float8:
+            raise RuntimeError(f"Unknown Complex ScalarType for {TYPE_NAME[self]}")
         return {float64: complex128, complex128: complex128}.get(self, complex64)
 
 
@@ -47,9 +53,12 @@ float32 = dtype("float32", np.float32, "f")
 float64 = dtype("float64", np.float64, "f")
 complex64 = dtype("complex64", np.complex64, "c")
 complex128 = dtype("complex128", np.complex128, "c")
+float8_e4m3fn = dtype("float8_e4m3fn", ml_dtypes.float8_e4m3fn, "f")  # no inf; casts saturate
+float8_e5m2 = dtype("float8_e5m2", ml_dtypes.float8_e5m2, "f")
 
 ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64,
-       complex64, complex128)
+       complex64, complex128, float8_e4m3fn, float8_e5m2)
+FLOAT8 = (float8_e4m3fn, float8_e5m2)
 # PyTorch's aliases (torch.half, torch.long, ...).
 ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16, "int": int32,
            "long": int64, "cfloat": complex64, "cdouble": complex128}
@@ -58,7 +67,8 @@ _NAMES = {d.name: d for d in ALL} | ALIASES
 # PyTorch's scalar-type names, used in its error messages ("result type Float can't be cast...")
 TYPE_NAME = {bool_: "Bool", uint8: "Byte", int8: "Char", int16: "Short", int32: "Int",
              int64: "Long", float16: "Half", bfloat16: "BFloat16", float32: "Float",
-             float64: "Double", complex64: "ComplexFloat", complex128: "ComplexDouble"}
+             float64: "Double", complex64: "ComplexFloat", complex128: "ComplexDouble",
+             float8_e4m3fn: "Float8_e4m3fn", float8_e5m2: "Float8_e5m2"}
 _FROM_NP = {d.np: d for d in ALL}
 
 
@@ -105,6 +115,9 @@ _CAT = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 def _promote(a: dtype, b: dtype) -> dtype:
     if a is b:
         return a
+    if a.is_float8 or b.is_float8:
+        raise RuntimeError("Promotion for Float8 Types is not supported, attempted to promote "
+                           f"{TYPE_NAME[a]} and {TYPE_NAME[b]}")
     ka, kb = a.kind, b.kind
     if ka == "b":
         return b
@@ -128,7 +141,18 @@ def _promote(a: dtype, b: dtype) -> dtype:
     return s if s.itemsize > u.itemsize else int16
 
 
-_PROMOTE = {(a, b): _promote(a, b) for a in ALL for b in ALL}
+class _PromotionTable(dict):
+    """``_promote`` for every pair of dtypes, precomputed; a pair it refuses (float8 with
+    another dtype) is absent, so looking it up runs ``_promote`` and raises its error."""
+
+    def __missing__(self, key):
+        if len(key) == 2 and all(isinstance(d, dtype) for d in key):
+            return _promote(*key)
+        raise KeyError(key)
+
+
+_PROMOTE = _PromotionTable({(a, b): _promote(a, b) for a in ALL for b in ALL
+                            if a is b or not (a.is_float8 or b.is_float8)})
 
 
 def promote_types(type1: dtype, type2: dtype) -> dtype:
@@ -252,10 +276,11 @@ class finfo:
         self.max = float(info.max)
         self.min = float(info.min)
         self.tiny = self.smallest_normal = float(info.tiny)
-        self.resolution = 10.0 ** -int(info.precision)  # PyTorch: a power of ten
+        # PyTorch: 10^-digits10, the decimal digits the mantissa always holds (1 for float8)
+        self.resolution = 10.0 ** -math.floor(int(info.nmant) * math.log10(2))
 
     def __repr__(self):
-        return (f"finfo(resolution={self.resolution}, min={self.min:g}, max={self.max:g}, "
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
                 f"eps={self.eps:g}, smallest_normal={self.tiny:g}, tiny={self.tiny:g}, "
                 f"dtype={self.dtype})")
 

@@ -110,4 +110,18 @@ def tensor_repr(t) -> str:
         suffix.append(f"grad_fn=<{t.grad_fn.name()}>")
     elif t._leaf_rg:
         suffix.append("requires_grad=True")
-    return "tensor(" + ", ".join([body] + suffix) + ")"
+    return _with_suffixes("tensor(" + body, suffix, 7) + ")"
+
+
+def _with_suffixes(text: str, suffixes: list, indent: int) -> str:
+    """``text, suffix, ...``, a suffix going to a new line (indented) where it would pass
+    the line width, as PyTorch lays them out."""
+    line = len(text) - text.rfind("\n") + 1  # PyTorch's count, one more than the last line's
+    for s in suffixes:
+        if line + len(s) + 2 > _opts["linewidth"]:
+            text += ",\n" + " " * indent + s
+            line = indent + len(s)
+        else:
+            text += ", " + s
+            line += len(s) + 2
+    return text

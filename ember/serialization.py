@@ -39,8 +39,9 @@ from .backends import cpu_shared
 from .nn.parameter import Buffer, Parameter
 
 _ALIGN = 64
-_STORAGE_NAME = {d: D.TYPE_NAME[d] + "Storage" for d in D.ALL}
-_STORAGE_DTYPE = {v: k for k, v in _STORAGE_NAME.items()}
+# PyTorch's typed storages. float8 has none: PyTorch saves its tensors over an UntypedStorage
+# (bytes) and rebuilds them with _rebuild_tensor_v3, which names the dtype
+_STORAGE_NAME = {d: D.TYPE_NAME[d] + "Storage" for d in D.ALL if not d.is_float8}
 
 
 # ---------------------------------------------------------------------- plain pickling
@@ -120,6 +121,8 @@ class _Global:
 
 
 _REBUILD_TENSOR = _Global("torch._utils", "_rebuild_tensor_v2")
+_REBUILD_TENSOR_V3 = _Global("torch._utils", "_rebuild_tensor_v3")
+_UNTYPED_STORAGE = _Global("torch.storage", "UntypedStorage")
 _REBUILD_PARAM = _Global("torch._utils", "_rebuild_parameter")
 _ORDERED_DICT = collections.OrderedDict
 
@@ -146,6 +149,9 @@ class _Pickler(pickle._Pickler):
 
     def persistent_id(self, obj):
         if type(obj) is _StorageRef:
+            if obj.dtype not in _STORAGE_NAME:  # untyped: its size in bytes
+                return ("storage", _UNTYPED_STORAGE, obj.key, obj.location,
+                        obj.numel * obj.dtype.itemsize)
             return ("storage", _Global("torch", _STORAGE_NAME[obj.dtype]), obj.key,
                     obj.location, obj.numel)
         return None
@@ -182,8 +188,10 @@ class _Pickler(pickle._Pickler):
             raise RuntimeError("Cannot save multiple tensors or storages that view the same data "
                                "as different types")
         ref = _StorageRef(entry[0], t._dtype, entry[2].size, entry[4])
-        return (_REBUILD_TENSOR, (ref, offset, Size(a.shape), stride, t.requires_grad,
-                                  _ORDERED_DICT()))
+        args = (ref, offset, Size(a.shape), stride, t.requires_grad, _ORDERED_DICT())
+        if t._dtype not in _STORAGE_NAME:
+            return (_REBUILD_TENSOR_V3, args + (t._dtype,))
+        return (_REBUILD_TENSOR, args)
 
 
 def _storage_view(a: np.ndarray, root: np.ndarray):
@@ -269,11 +277,20 @@ def _rebuild_tensor(storage: np.ndarray, offset, size, stride, requires_grad=Fal
     if len(size) and min(size) == 0:
         a = np.empty(size, storage.dtype)
     else:
-        a = np.lib.stride_tricks.as_strided(storage[offset:], size, [s * isz for s in stride])
+        # through bytes for one-byte types: as_strided cannot name float8_e5m2 ('<f1')
+        raw = storage.view(np.uint8) if isz == 1 else storage
+        a = np.lib.stride_tricks.as_strided(raw[offset:], size, [s * isz for s in stride])
+        a = a.view(storage.dtype)
     t = _wrap(a, D.from_np(storage.dtype))
     if requires_grad:
         t.requires_grad_()
     return t
+
+
+def _rebuild_tensor_v3(storage: np.ndarray, offset, size, stride, requires_grad, hooks,
+                       dtype, metadata=None):
+    """A tensor over an untyped storage (bytes), its dtype named."""
+    return _rebuild_tensor(storage.view(dtype.np), offset, size, stride, requires_grad)
 
 
 def _rebuild_parameter(data, requires_grad, hooks=None, *args):
@@ -292,6 +309,9 @@ def _torch_globals() -> dict:
         ("collections", "Counter"): collections.Counter,
         ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
         ("torch._utils", "_rebuild_tensor"): _rebuild_tensor,
+        ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
+        ("torch.storage", "UntypedStorage"): _StorageType(D.uint8),
+        ("torch", "UntypedStorage"): _StorageType(D.uint8),
         ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
         ("torch.nn.parameter", "Parameter"): Parameter,
         ("torch", "Size"): Size,
@@ -306,7 +326,8 @@ def _torch_globals() -> dict:
     }
     for d in D.ALL:
         g["torch", d.name] = d
-        g["torch", _STORAGE_NAME[d]] = _StorageType(d)
+    for d, name in _STORAGE_NAME.items():
+        g["torch", name] = _StorageType(d)
     for alias, d in D.ALIASES.items():
         g["torch", alias] = d
     return g

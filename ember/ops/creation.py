@@ -10,6 +10,7 @@ import numpy as np
 from .. import _device as _device_mod, _dtype as D
 from .._device import check_device
 from ..backends import base as backends_base
+from ..backends.casting import cast
 from .._tensor import Size, Tensor, _wrap
 from ..autograd.grad_mode import state as _grad_state
 from .bind import tensor_method
@@ -44,6 +45,12 @@ def _size(size, op: str | None = None, keyword=None) -> tuple:
                                f"{list(size)}")
         out.append(int(s))
     return tuple(out)
+
+
+def _number(value, dt: D.dtype):
+    """A fill value for an array of ``dt``: numpy would store a number into float8 through
+    ml_dtypes' conversion, which is not PyTorch's (see backends/casting.py)."""
+    return cast(value, dt) if dt.is_float8 else value
 
 
 def _np_dtype(dtype, default=None):
@@ -86,13 +93,10 @@ _kinds = {0: None, 1: D.bool_, 2: D.int64, 3: None, 4: None}
 def _data_to_array(data, dtype: D.dtype | None) -> np.ndarray:
     if isinstance(data, Tensor):
         a = data._data
-        return a.copy() if dtype is None else a.astype(dtype.np)
-    if isinstance(data, np.ndarray):
+        return a.copy() if dtype is None or a.dtype == dtype.np else cast(a, dtype)
+    if isinstance(data, (np.ndarray, np.generic)):
         dt = dtype or D.from_np(data.dtype)
-        return np.array(data, dtype=dt.np)
-    if isinstance(data, np.generic):
-        dt = dtype or D.from_np(data.dtype)
-        return np.array(data, dtype=dt.np)
+        return np.array(data) if data.dtype == dt.np else cast(data, dt)
     if dtype is None:
         dtype = _infer_dtype(data)
         if dtype is None:  # floats or complex: the default dtypes
@@ -106,8 +110,8 @@ def _data_to_array(data, dtype: D.dtype | None) -> np.ndarray:
             if arr.dtype.kind in "fc":
                 arr = arr.real.astype(np.int64) if arr.dtype.kind == "c" else np.trunc(arr)
             return arr.astype(dtype.np)
-        return np.array(data, dtype=np.complex128 if dtype.is_complex else np.float64).astype(
-            dtype.np)
+        return cast(np.array(data, dtype=np.complex128 if dtype.is_complex else np.float64),
+                    dtype)
     except (ValueError, TypeError) as e:
         raise ValueError(f"tensor(): could not build a tensor from the data: {e}") from None
 
@@ -296,7 +300,7 @@ def full(xp, size, fill_value, *, out=None, dtype=None, layout=None, device=None
     dt = dtype or _fill_dtype(fill_value)
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    return xp.full(_size((size,)), fill_value, dtype=dt.np)
+    return xp.full(_size((size,)), _number(fill_value, dt), dtype=dt.np)
 
 
 def _like(name, fill):
@@ -317,7 +321,8 @@ ones_like = _like("ones_like", lambda xp, s, d: xp.ones(s, d))
 def full_like(xp, input: "Tensor", fill_value, *, dtype=None, layout=None, device=None,
               requires_grad=False, memory_format=None):
     check_device(device)
-    return xp.full(input.shape, fill_value, dtype=dtype.np if dtype is not None else input.dtype)
+    dt = dtype or D.from_np(input.dtype)
+    return xp.full(input.shape, _number(fill_value, dt), dtype=dt.np)
 
 
 @op(tags=FACTORY, method=False, differentiable=False)
@@ -467,9 +472,7 @@ triu_indices = op("triu_indices", tags=FACTORY, method=False, differentiable=Fal
 # ---------------------------------------------------------------------- conversions
 @op(method=False, function=False, out=False, grad_name="ToCopyBackward0")
 def _to_copy(xp, self: "Tensor", dtype):
-    if self.dtype == np.float64 and dtype.itemsize == 2 and dtype.is_floating_point:
-        self = self.astype(np.float32)  # PyTorch rounds double -> half through float
-    return self.astype(dtype.np)
+    return cast(self, dtype)
 
 
 @_to_copy.def_backward
@@ -589,9 +592,7 @@ def copy(xp, self: "Tensor", src: "Scalar|Tensor", non_blocking=False):  # torch
         raise RuntimeError(f"The size of tensor a ({self.shape[-1] if self.ndim else 1}) must "
                            f"match the size of tensor b ({src.shape[-1] if src.ndim else 1}) at "
                            "non-singleton dimension") from None
-    if self.dtype.kind not in "c" and b.dtype.kind == "c":
-        b = b.real
-    return b.astype(self.dtype)
+    return cast(b, D.from_np(self.dtype))
 
 
 @copy.def_backward
@@ -604,7 +605,7 @@ def fill(xp, input: "Tensor", value: "Scalar|Tensor"):
     if isinstance(value, np.ndarray) and value.ndim:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                            f"{value.ndim} dimensions.")
-    return xp.full(input.shape, value, dtype=input.dtype)
+    return xp.full(input.shape, _number(value, D.from_np(input.dtype)), dtype=input.dtype)
 
 
 @fill.def_backward

@@ -27,6 +27,7 @@ import numpy as np
 from .. import _dtype as D
 from .._tensor import Tensor, _wrap
 from ..autograd.grad_mode import state as _grad_state
+from ..backends.casting import cast
 from .bind import tensor_method
 from .creation import as_tensor, tensor, zeros
 from .registry import call_inplace, op
@@ -39,7 +40,8 @@ _BAD_INDEX_DTYPE = "tensors used as indices must be long, int, byte or bool tens
 _CPP_NAME = {D.bool_: "bool", D.uint8: "uint8_t", D.int8: "int8_t", D.int16: "int16_t",
              D.int32: "int", D.int64: "int64_t", D.float16: "c10::Half",
              D.bfloat16: "c10::BFloat16", D.float32: "float", D.float64: "double",
-             D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>"}
+             D.complex64: "c10::complex<float>", D.complex128: "c10::complex<double>",
+             D.float8_e4m3fn: "c10::Float8_e4m3fn", D.float8_e5m2: "c10::Float8_e5m2"}
 
 
 # ---------------------------------------------------------------------- scalar values
@@ -80,7 +82,7 @@ def scalar_value(xp, value, dtype: D.dtype) -> np.ndarray:
     if bad:
         raise RuntimeError(f"value cannot be converted to type {_CPP_NAME[dtype]} without "
                            "overflow")
-    return xp.asarray(value).astype(dtype.np)
+    return cast(xp.asarray(value), dtype)
 
 
 _LIMITS: dict = {}
@@ -104,11 +106,7 @@ def _limits(dtype: D.dtype) -> tuple:
 
 def cast_array(a: np.ndarray, dtype: D.dtype) -> np.ndarray:
     """``a`` converted to ``dtype`` as a tensor copy does (complex to real keeps the real part)."""
-    if a.dtype == dtype.np:
-        return a
-    if a.dtype.kind == "c" and dtype.kind != "c":
-        a = a.real
-    return a.astype(dtype.np)
+    return cast(a, dtype)
 
 
 # ---------------------------------------------------------------------- advanced keys

@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from .. import _dtype as D
+from ..backends.casting import cast
 from .bind import tensor_method
 from .arguments import takes_tensors
 from .arguments import broadcast_error
@@ -28,19 +29,21 @@ from .shape import expand
 
 PUBLIC = ["outer", "ger", "inner", "tensordot", "kron", "chain_matmul"]
 
-_LOW = (np.dtype(np.float16), D.bfloat16.np)
+# computed in float32 and rounded once at the end (PyTorch's gemm for them)
+_LOW = (np.dtype(np.float16), D.bfloat16.np, *(d.np for d in D.FLOAT8))
 
 # PyTorch's C++ type names, used by its "same dtype" errors.
 _CNAME = {D.float32: "float", D.float64: "double", D.float16: "c10::Half",
           D.bfloat16: "c10::BFloat16", D.complex64: "c10::complex<float>",
           D.complex128: "c10::complex<double>", D.int64: "long int", D.int32: "int",
           D.int16: "short int", D.int8: "signed char", D.uint8: "unsigned char",
-          D.bool_: "bool"}
+          D.bool_: "bool", D.float8_e4m3fn: "c10::Float8_e4m3fn",
+          D.float8_e5m2: "c10::Float8_e5m2"}
 
 
 def is_inexact(a: np.ndarray) -> bool:
-    """Floating or complex (bfloat16's numpy dtype has kind 'V', so kind alone misses it)."""
-    return a.dtype.kind in "fc" or a.dtype == _LOW[1]
+    """Floating or complex (ml_dtypes' types may have numpy kind 'V': kind alone misses them)."""
+    return a.dtype.kind in "fc" or a.dtype in _LOW
 
 
 def edtype(a) -> D.dtype:
@@ -63,7 +66,7 @@ def _gemm(fn, kernel: str, *arrays):
     if dt == np.bool_:
         raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
     if dt in _LOW:
-        return fn(*[a.astype(np.float32) for a in arrays]).astype(dt)
+        return cast(fn(*[a.astype(np.float32) for a in arrays]), D.from_np(dt))
     return fn(*arrays)
 
 
@@ -415,7 +418,7 @@ def _register_add_family(name, operands, check, product, grads, promote):
         if dt in _LOW and b.dtype == dt:  # one rounding at the end, as PyTorch's half gemm
             prod = product(xp, a.astype(np.float32), b.astype(np.float32))
             r = _combine(xp, input.astype(np.float32), prod, beta, alpha, prod.shape)
-            return r.astype(dt)
+            return cast(r, D.from_np(dt))
         prod = product(xp, a, b)
         return _combine(xp, input, prod, beta, alpha, prod.shape)
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import _dtype as D
 from ..backends import special
+from ..backends.casting import cast
 from ..backends.xp_ops import COMPILERS, interpret
 from .bind import tensor_method
 from ..backends.base import ARRAY_TYPES
@@ -57,7 +58,7 @@ def not_implemented(name: str, a: np.ndarray) -> NotImplementedError:
 # PyTorch's rules for them depend on what the dispatcher's promotion erases (whether an
 # operand was a Python scalar, its dtype before promotion, keyword arguments such as div's
 # rounding_mode).
-_HALF = (D.float16, D.bfloat16)
+_HALF = (D.float16, D.bfloat16, *D.FLOAT8)  # computed in float32, rounded once at the end
 _SCALARS = (bool, int, float, complex)
 _CATEGORY = {"b": "b", "u": "i", "i": "i", "f": "f", "c": "c"}  # dtype.kind -> kind()
 
@@ -164,7 +165,7 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
                 ct = D.float32 if rt in _HALF else rt
             else:
                 rt, ct = result_dtype(opname, pnames, raw, k, tensor_only)
-            if ct is not rt and defined and xp in COMPILERS:
+            if ct is not rt and defined and rt in (D.float16, D.bfloat16) and xp in COMPILERS:
                 ct = rt  # the compiled kernel widens half operands and rounds once itself
             if check is not None:
                 check(dict(zip(pnames, raw)), rt, kwargs)
@@ -183,9 +184,10 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
             if type(res) not in ARRAY_TYPES:
                 return res
             out = D.bool_ if k == ALWAYS_BOOL else rt
-            return res if res.dtype == out.np else res.astype(out.np)
+            return res if res.dtype == out.np else cast(res, out)
 
         d = op(opname, tags=POINTWISE, **options)(impl)
+        d.operand_pos = tuple(ppos)
         if promote is not None:
             d.def_meta(_pointwise_meta(opname, params, tensors, pnames, promote, tensor_only))
         return d

@@ -33,8 +33,10 @@ from ..autograd import engine
 from ..autograd.grad_mode import state as _grad_state
 from .._dispatch import RUNNERS, STATE, interpose
 from ..backends import base as backends_base
+from ..backends.casting import cast
 from ..backends.xp_ops import COMPILERS
 from ..backends.cpu import BACKEND as CPU_BACKEND, quiet_enter, quiet_exit
+from . import float8
 from .arguments import arg_type_error, method_arg_error, translate_error, type_name
 from .writes import (C_TYPE_NAME, _C_NAME_CAST, cast_error, check_partial_overlap,
                      raise_if_uncastable, write_inplace, write_out)
@@ -47,7 +49,8 @@ INT_TO_FLOAT = "int_to_float"  # as DEFAULT, but integral and bool results becom
 ALWAYS_BOOL = "always_bool"  # compute in the promoted type, return bool
 NO_PROMOTE = None
 
-_HALF = (D.float16, D.bfloat16)
+_HALF = (D.float16, D.bfloat16, *D.FLOAT8)  # computed in float32
+_KERNEL_HALF = (D.float16, D.bfloat16)  # what compiled pointwise kernels widen themselves
 
 _NP_FROM = D._FROM_NP
 _new = object.__new__
@@ -144,6 +147,11 @@ class OpDef:
         if promote_args is None:
             promote_args = self.tensor_params if promote else ()
         self.promote_pos = tuple(self.param_index[n] for n in promote_args)
+        # the operands whose promoted dtype the op computes in (promoted_op sets its own)
+        self.operand_pos = self.promote_pos
+        # float8 tensors: True where welcome, else the rule float8.check asks (see float8.py)
+        self.float8 = float8.rule(self)
+        self._float8_kw = self.float8 is not True and "dtype" in self.param_index
         self.saves = frozenset(saves)
         self.save_pos = frozenset(self.param_index[n] for n in saves)
         for n in self.tensor_params:
@@ -294,6 +302,14 @@ class OpDef:
                             vals[i] = a._data
                     elif i in arg_kind:
                         self._non_tensor(i, a, inputs, unwrap)  # None for "Tensor?", else raises
+            if self.float8 is not True:
+                for t in inputs:
+                    if t._dtype.is_float8:
+                        float8.check(self, args, kwargs)
+                        break
+                else:
+                    if self._float8_kw and getattr(kwargs.get("dtype"), "is_float8", False):
+                        float8.check(self, args, kwargs)  # a factory asked for float8
             backend = inputs[0]._backend if inputs else CPU_BACKEND
             if len(inputs) > 1:
                 for t in inputs:
@@ -397,7 +413,8 @@ class OpDef:
         if kind == INT_TO_FLOAT and rt.kind in "uib":
             rt = D._default[0]
         compute = rt
-        if rt in _HALF and not (self.half_in_kernel and backend.xp in COMPILERS):
+        if rt in _HALF and not (self.half_in_kernel and rt in _KERNEL_HALF and
+                                backend.xp in COMPILERS):
             compute = D.float32
         cnp = compute.np
         for i in self.promote_pos:
@@ -431,7 +448,7 @@ class OpDef:
             r = backend.xp.asarray(r)
         if out_dtype is not None and r.dtype != out_dtype.np and (
                 r.dtype.kind in "fc" or self.promote is not None):
-            r = r.astype(out_dtype.np)
+            r = cast(r, out_dtype)
         dt = _NP_FROM.get(r.dtype)
         if dt is None:
             dt = D.from_np(r.dtype)
@@ -562,6 +579,8 @@ def unary_path(op: OpDef, fallback: Callable) -> Callable:
         if STATE.top is not None or len(args) > max_args or "out" in kwargs or \
                 not isinstance(self, Tensor):
             return fallback(self, args, kwargs)
+        if self._dtype.is_float8 and op.float8 is not True:
+            float8.check(op, (self,) + args, kwargs)
         backend = self._backend
         token = quiet_enter()
         try:
@@ -639,6 +658,9 @@ def binary_path(op: OpDef, fallback: Callable) -> Callable:
             b = other
         else:
             return fallback(self, other)
+        if op.float8 is not True and (self._dtype.is_float8 or (
+                len(inputs) > 1 and other._dtype.is_float8)):
+            float8.check(op, (self, other), {})
         token = quiet_enter()
         try:
             res = impl(backend.xp, self._data, b)
