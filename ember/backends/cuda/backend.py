@@ -21,19 +21,7 @@ from ..base import ARRAY_TYPES, Backend, register
 from .. import special
 from ..xp_api import restricted
 from ..xp_ops import set_compiler
-
-
-@functools.cache
-def cupy():
-    """CuPy, imported on first use; RuntimeError (PyTorch's words) without a usable GPU."""
-    import cupy as cp
-    try:
-        n = cp.cuda.runtime.getDeviceCount()
-    except cp.cuda.runtime.CUDARuntimeError as e:
-        raise RuntimeError(f"Found no NVIDIA driver on your system ({e})") from None
-    if n == 0:
-        raise RuntimeError("No CUDA GPUs are available")
-    return cp
+from .runtime import cupy
 
 
 def installed() -> bool:

@@ -185,25 +185,25 @@ def _driver_class():
             t = self._torch()
             if t is not None:
                 return t.cuda.current_device()
-            from .backend import cupy
+            from .runtime import cupy
             return cupy().cuda.runtime.getDevice()
 
         def set_current_device(self, index):
             t = self._torch()
             if t is not None:
                 t.cuda.set_device(index)
-            from .backend import cupy
+            from .runtime import cupy
             cupy().cuda.runtime.setDevice(index)
 
         def get_current_stream(self, index=None):
             t = self._torch()
             if t is not None:
                 return t.cuda.current_stream(index).cuda_stream
-            from .backend import cupy
+            from .runtime import cupy
             return cupy().cuda.get_current_stream().ptr
 
         def get_device_capability(self, index=None):
-            from .backend import cupy
+            from .runtime import cupy
             cp = cupy()
             dev = cp.cuda.Device(index if index is not None else cp.cuda.runtime.getDevice())
             return divmod(int(dev.compute_capability), 10)
@@ -246,7 +246,7 @@ def launch(kernel, grid: tuple, args, stream: int | None = None, **constexprs) -
     if interpreting():
         kernel[grid](*host_args(args), **constexprs)
         return
-    from .backend import cupy
+    from .runtime import cupy
     cp = cupy()
     device = cp.cuda.runtime.getDevice()
     if stream is None:
