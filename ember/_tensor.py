@@ -118,7 +118,7 @@ class Tensor:
 
     def get_device(self) -> int:
         d = self.device
-        return -1 if d.type == "cpu" else d.index
+        return -1 if d.index is None else d.index
 
     @property
     def ndim(self) -> int:

@@ -93,7 +93,7 @@ class MetaArray:
         return self.offset + 1 + sum((n - 1) * s for n, s in zip(self.shape, self.elem_strides))
 
     def astype(self, dtype, copy: bool = True) -> MetaArray:
-        return MetaArray(self.shape, dtype, dense_like(self))
+        return MetaArray(self.shape, dtype, dense_like(self.shape, self.elem_strides))
 
     def copy(self) -> MetaArray:
         return MetaArray(self.shape, self.dtype)
@@ -106,10 +106,10 @@ class MetaArray:
         return f"MetaArray(shape={self.shape}, dtype={self.dtype}, strides={self.elem_strides})"
 
 
-def dense_like(a: MetaArray) -> tuple:
-    """The strides of a fresh tensor laid out like ``a`` (PyTorch's preserve_format): ``a``'s
-    own when they are dense and non-overlapping, else its dimension order made dense."""
-    shape, strides = a.shape, a.elem_strides
+def dense_like(shape: tuple, strides: tuple) -> tuple:
+    """The strides of a fresh tensor laid out like one of ``shape`` and ``strides`` (PyTorch's
+    preserve_format): the same when they are dense and non-overlapping, else that dimension
+    order made dense."""
     order = sorted(range(len(shape)), key=lambda d: (-strides[d], -d))
     out = [0] * len(shape)
     acc = 1

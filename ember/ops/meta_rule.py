@@ -57,6 +57,8 @@ def run(op, args: tuple, kwargs: dict):
         if "depends on the input's values" in str(e):
             raise no_meta_kernel(op) from None
         raise
+    except backends_base.KERNEL_ERRORS as e:  # a meta rule's own numpy error (broadcasting)
+        raise translate_error(op, e, args, kwargs) from None
     if op.name == "empty_strided":  # the one factory whose caller picks the strides
         return MetaArray(meta[0], meta[1].np, args[1])
     return _arrays(meta, _layout_source(op, args, kwargs))
@@ -86,12 +88,12 @@ def _run_view(op, args: tuple, kwargs: dict):
 
 
 def _layout_source(op, args: tuple, kwargs: dict) -> list:
-    """The meta inputs whose layout the op's result may keep (the first of the result's
-    shape does); none for an op whose results are contiguous."""
+    """The (shape, strides) of the tensor inputs whose layout the op's result may keep (the
+    first of the result's shape does); none for an op whose results are contiguous."""
     if op.name not in _PRESERVE and "pointwise" not in op.tags or \
             kwargs.get("memory_format") is _CONTIGUOUS:
         return []
-    return [a._data for a in args if isinstance(a, Tensor) and a._backend is META]
+    return [(tuple(a.shape), a.stride()) for a in args if isinstance(a, Tensor)]
 
 
 def _arrays(meta, layout: list):
@@ -100,9 +102,9 @@ def _arrays(meta, layout: list):
         return None
     if isinstance(meta, tuple) and len(meta) == 2 and hasattr(meta[1], "np"):
         shape, dtype = tuple(meta[0]), meta[1]
-        like = next((a for a in layout if a.shape == shape), None)
-        if like is not None and like.ndim > 1:
-            return MetaArray(shape, dtype.np, dense_like(like))
+        like = next((st for sh, st in layout if sh == shape), None)
+        if like is not None and len(shape) > 1:
+            return MetaArray(shape, dtype.np, dense_like(shape, like))
         return MetaArray(shape, dtype.np)
     if isinstance(meta, (tuple, list)):
         return type(meta)(_arrays(m, layout) for m in meta)
