@@ -372,7 +372,7 @@ def test_default_device_is_per_thread():
     for L in (ember, torch):
         seen = []
 
-        def other():
+        def other(L=L, seen=seen):
             seen.append((str(L.get_default_device()), L.ones(1).device.type))
         try:
             L.set_default_device("meta")

@@ -15,11 +15,13 @@ as views and records for autograd as it does any backend's arrays:
 
 from __future__ import annotations
 
-from .._tensor import MEMORY_FORMATS, Tensor
+import numpy as np
+
+from .._tensor import MEMORY_FORMATS, Tensor, _wrap
 from ..backends import base as backends_base
 from ..backends.cpu import BACKEND as CPU_BACKEND
 from ..backends.meta import BACKEND as META
-from ..backends.meta import MetaArray, dense_like, from_probe, probe
+from ..backends.meta import NO_DATA, MetaArray, dense_like, from_probe, probe
 from .arguments import translate_error
 
 # ops whose result is laid out like their first input of the result's shape (PyTorch's
@@ -52,7 +54,10 @@ def run(op, args: tuple, kwargs: dict):
     if op._takes_device and op.meta is None:
         kwargs = {**kwargs, "device": "cpu"}  # the stand-in run below is on the host
     try:
-        meta = op.run_meta(*args, **kwargs)
+        if op.meta is None and "pointwise" in op.tags:
+            meta = _pointwise_meta(op, args, kwargs)
+        else:
+            meta = op.run_meta(*args, **kwargs)
     except RuntimeError as e:
         if "depends on the input's values" in str(e):
             raise no_meta_kernel(op) from None
@@ -62,6 +67,38 @@ def run(op, args: tuple, kwargs: dict):
     if op.name == "empty_strided":  # the one factory whose caller picks the strides
         return MetaArray(meta[0], meta[1].np, args[1])
     return _arrays(meta, _layout_source(op, args, kwargs))
+
+
+def mixed_devices(op, inputs: list):
+    """The backend of a call mixing meta tensors with tensors of another device (zero-dim CPU
+    tensors aside): anything may be copied into a meta tensor; nothing out of one; any other
+    op raises PyTorch's error, which names the device its first tensor set."""
+    def counts(t):
+        return not (t._backend is CPU_BACKEND and t.ndim == 0)
+    if op.name == "copy":
+        if inputs[0]._backend is META:
+            return META
+        raise NotImplementedError(NO_DATA)
+    first = next(t for t in inputs if counts(t))
+    other = next(t for t in inputs if t._backend is not first._backend and counts(t))
+    raise RuntimeError(f"Tensor on device {other.device} is not on the expected device "
+                       f"{first.device}!")
+
+
+def _pointwise_meta(op, args: tuple, kwargs: dict):
+    """An element-wise op without a meta rule: the broadcast shape of its tensors, and the
+    dtype the op's own meta evaluation gives on inputs of one element each (the dtype does not
+    depend on the sizes; the dimension count, which promotion reads, is kept)."""
+    shape = np.broadcast_shapes(*(tuple(a.shape) for a in args if isinstance(a, Tensor)))
+
+    def small(a):
+        if isinstance(a, Tensor) and a.ndim:
+            return _wrap(MetaArray((1,) * a.ndim, a._dtype.np), a._dtype, META)
+        return a
+    meta = op.run_meta(*(small(a) for a in args), **kwargs)
+    if isinstance(meta, tuple) and len(meta) == 2 and hasattr(meta[1], "np"):
+        return shape, meta[1]
+    return tuple((shape, m[1]) for m in meta)
 
 
 def _run_view(op, args: tuple, kwargs: dict):

@@ -34,7 +34,7 @@ from ..autograd.grad_mode import state as _grad_state
 from .._dispatch import RUNNERS, STATE, interpose
 from ..backends import base as backends_base
 from ..backends.cpu import BACKEND as CPU_BACKEND, quiet_enter, quiet_exit
-from ..backends.meta import BACKEND as META_BACKEND, NO_DATA
+from ..backends.meta import BACKEND as META_BACKEND
 from . import meta_rule
 from .arguments import arg_type_error, method_arg_error, translate_error, type_name
 from .writes import (C_TYPE_NAME, _C_NAME_CAST, cast_error, check_partial_overlap,
@@ -456,16 +456,7 @@ def common_backend(op: OpDef, inputs: list):
     if len(others) == 1:
         return others.pop()
     if META_BACKEND in others:
-        if op.name == "copy":  # x.copy_(src): anything may be written into a meta tensor
-            if inputs[0]._backend is META_BACKEND:
-                return META_BACKEND
-            raise NotImplementedError(NO_DATA)
-        # PyTorch's meta kernels name the device the first tensor set
-        first = next(t for t in inputs if not (t._backend is CPU_BACKEND and t.ndim == 0))
-        other = next(t for t in inputs if t._backend is not first._backend and
-                     not (t._backend is CPU_BACKEND and t.ndim == 0))
-        raise RuntimeError(f"Tensor on device {other.device} is not on the expected device "
-                           f"{first.device}!")
+        return meta_rule.mixed_devices(op, inputs)  # the meta backend, or PyTorch's error
     devices = []
     for t in inputs:
         d = str(t.device)
