@@ -225,6 +225,27 @@ def test_grads_accumulate_on_meta():
         assert w.grad.is_meta and w.grad.shape == (3,)
 
 
+def test_a_model_larger_than_memory_trains_a_step_on_meta():
+    """20 GB of parameters, forward and backward: shapes only, no memory (a kernel run on
+    stand-ins anywhere on the path would need it)."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with ember.device("meta"):
+        nn = ember.nn
+        m = nn.Sequential(nn.Linear(100_000, 50_000), nn.GELU(), nn.LayerNorm(50_000),
+                          nn.Linear(50_000, 100_000))
+        x = ember.randn(64, 100_000, requires_grad=True)
+    y = m(x).softmax(-1)
+    loss = ember.nn.functional.cross_entropy(y, ember.zeros(64, dtype=ember.int64,
+                                                             device="meta"))
+    loss.backward()
+    assert [tuple(p.grad.shape) for p in m.parameters()] == [tuple(p.shape)
+                                                            for p in m.parameters()]
+    assert x.grad.shape == (64, 100_000) and x.grad.is_meta
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kb < 1 << 20, f"the meta step allocated {grown_kb >> 10} MB"
+
+
 # ---------------------------------------------------------------------- materialising
 def _small_model(L):
     return L.nn.Sequential(L.nn.Linear(4, 6), L.nn.LayerNorm(6), L.nn.GELU(),
