@@ -448,7 +448,8 @@ def log_softmax(xp, input: "Tensor", dim, dtype=None):
 def _softmax_meta(kernel: str):
     def meta(input, dim, dtype=None):
         _wrap_dim(dim, input.ndim)
-        _, out_dt = _float_input(np.empty(0, input.dtype.np), dtype, kernel)
+        probe = np.empty(0, input.dtype.np)  # numpy-only: a host array for the dtype checks
+        _, out_dt = _float_input(probe, dtype, kernel)
         return tuple(input.shape), D.from_np(out_dt)
     return meta
 
