@@ -17,6 +17,7 @@ from ._dtype import (bool_ as bool, uint8, int8, int16, int32, int64, float16,  
 from ._dtype import ALIASES as _ALIASES  # noqa: E402
 from ._dtype import result_type_of_pair as result_type  # noqa: E402,F401
 from ._device import device  # noqa: E402
+from ._dispatch import get_default_device, set_default_device  # noqa: F401
 from ._tensor import Tensor, Size, MEMORY_FORMATS as _FORMATS  # noqa: E402
 from ._print import set_printoptions  # noqa: E402
 from .autograd.grad_mode import (no_grad, enable_grad, set_grad_enabled,  # noqa: E402

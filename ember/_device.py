@@ -1,13 +1,17 @@
-"""Device objects. Only the CPU backend exists today."""
+"""Device objects, and which device types have a backend in this process."""
 
 from __future__ import annotations
 
+# what ``with device(...)`` does on entering and leaving: ``_dispatch`` (which sits above)
+# registers the per-thread default device's push and pop here
+CONTEXT_HOOKS: list = []
+
 
 class device:
-    """``ember.device("cpu")``; "cuda" can be named but not allocated on until its backend
-    exists."""
+    """``ember.device("cpu")``, ``device("cuda", 0)``, ``device("meta")``. As a context
+    manager, the device factories allocate on when given none (on this thread)."""
 
-    __slots__ = ("type", "index")
+    __slots__ = ("index", "type")
 
     def __init__(self, type, index: int | None = None):
         if isinstance(type, device):
@@ -44,6 +48,14 @@ class device:
     def __str__(self):
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
+    def __enter__(self):
+        CONTEXT_HOOKS[0](self)
+        return self
+
+    def __exit__(self, *exc):
+        CONTEXT_HOOKS[1](self)
+        return False
+
 
 CPU = device("cpu")
 
@@ -64,7 +76,9 @@ def check_device(dev) -> device:
     if not isinstance(dev, device):
         dev = device(dev)
     if dev.type not in AVAILABLE:
-        raise RuntimeError(
-            f"ember: device '{dev}' is not available: this build of ember has only the CPU "
-            "backend (the CUDA backend arrives with its own issue)")
+        have = ", ".join(sorted(AVAILABLE))
+        need = " (the CUDA backend needs CuPy, ``pip install ember[cuda]``, and an NVIDIA " \
+            "GPU)" if dev.type == "cuda" else ""
+        raise RuntimeError(f"ember: device '{dev}' is not available{need}; the backends in "
+                           f"this process are: {have}")
     return CPU if dev.type == "cpu" else dev

@@ -12,6 +12,11 @@ ones. All of it lives in one ``threading.local`` here, below every layer that re
     tracing              how many traces are active on this thread (``is_compiling()``)
     shape_envs           the stack of symbolic shape environments recording guards; its
                          bottom entry is None (no environment)
+    device               the device factories allocate on when given none (``with
+                         ember.device(...)``, ``set_default_device``), or None for the CPU;
+                         a factory call reads this one attribute
+    default_device       ``set_default_device``'s device (None: the CPU), under the
+    device_contexts      stack of the devices of this thread's active ``with device(...)``
 
 Interposers are what intercept an op call before the backend runs it, one ordered stack per
 thread (``ORDER``, outermost first): the compiler's capture, ``__torch_function__`` and tensor
@@ -29,6 +34,9 @@ import contextlib
 import threading
 from collections.abc import Callable
 
+from . import _device
+from ._device import CPU, check_device
+
 ORDER = ("capture", "torch_function", "functorch", "autocast", "profiler")
 
 # how ``redispatch`` runs a call of each mode (the op table registers these: it sits above)
@@ -42,9 +50,12 @@ class _State(threading.local):
     top_kind = None
     autocast = None
     tracing = 0
+    device = None
+    default_device = None
 
     def __init__(self):  # runs once in each thread that touches STATE
         self.shape_envs = [None]
+        self.device_contexts: list = []
         self.layers: dict[str, Callable] = {}  # kind -> handler, this thread's stack
 
     @property
@@ -114,6 +125,45 @@ def redispatch(kind: str, op, args: tuple, kwargs: dict, mode: str = "call"):
         return RUNNERS[mode](op, args, kwargs)
     finally:
         STATE.top, STATE.top_kind = saved
+
+
+# ---------------------------------------------------------------------- default device
+# PyTorch's device context is a function mode, so per thread: a thread started inside
+# ``with ember.device("meta")`` (or after ``set_default_device``) allocates on the CPU.
+def _update_device() -> None:
+    stack = STATE.device_contexts
+    dev = stack[-1] if stack else STATE.default_device
+    STATE.device = None if dev is None or (dev.type == "cpu" and not stack) else dev
+
+
+def enter_device(dev) -> None:
+    """``with ember.device(...)``: factories of this thread allocate on ``dev`` until the
+    matching ``exit_device``."""
+    STATE.device_contexts.append(dev)
+    _update_device()
+
+
+def exit_device(dev) -> None:
+    stack = STATE.device_contexts
+    if stack:
+        stack.pop()
+    _update_device()
+
+
+def set_default_device(device) -> None:
+    """``ember.set_default_device(device)``: the device factories of this thread allocate on
+    when given none; None means the CPU."""
+    STATE.default_device = None if device is None else check_device(device)
+    _update_device()
+
+
+def get_default_device():
+    """``ember.get_default_device()``: the device a factory given no ``device=`` allocates on
+    (the innermost ``with ember.device(...)``, else ``set_default_device``'s, else the CPU)."""
+    return STATE.device or CPU
+
+
+_device.CONTEXT_HOOKS[:] = [enter_device, exit_device]
 
 
 def is_tracing() -> bool:

@@ -89,7 +89,31 @@ def _body(a: np.ndarray, dtype, indent: int) -> str:
     return text.replace(", ..., ", ",  ..., ")  # PyTorch's elision marker is " ..."
 
 
+def _meta_repr(t) -> str:
+    """A tensor without data, as PyTorch prints it: its device, size and non-default dtype,
+    each suffix on a new line where the line would pass the print width."""
+    suffixes = [f"device='{t.device}'", f"size={tuple(t._data.shape)}"]
+    if t._dtype is not D.get_default_dtype():
+        suffixes.append(f"dtype={t._dtype}")
+    if t.grad_fn is not None:
+        suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")
+    elif t._leaf_rg:
+        suffixes.append("requires_grad=True")
+    text = "tensor(..."
+    width = len(text) + 2  # PyTorch's count
+    for s in suffixes:
+        if width + len(s) + 2 > _opts["linewidth"]:
+            text += ",\n" + " " * 7 + s
+            width = 7 + len(s)
+        else:
+            text += ", " + s
+            width += len(s) + 2
+    return text + ")"
+
+
 def tensor_repr(t) -> str:
+    if not t._backend.has_data:
+        return _meta_repr(t)
     a = t._backend.to_host(t._data)
     suffix = []
     if t._backend.name != "cpu":

@@ -110,12 +110,15 @@ class Tensor:
 
     is_sparse = False
     is_quantized = False
-    is_meta = False
+
+    @property
+    def is_meta(self) -> bool:
+        return self._backend.name == "meta"
     layout = MEMORY_FORMATS["strided"]
 
     def get_device(self) -> int:
         d = self.device
-        return -1 if d.type == "cpu" else d.index
+        return -1 if d.index is None else d.index
 
     @property
     def ndim(self) -> int:
@@ -262,6 +265,10 @@ class Tensor:
 
     # ------------------------------------------------------------------ conversions
     def item(self):
+        if not self._backend.has_data:
+            n = self._data.size
+            raise RuntimeError(f"a Tensor with {n} elements cannot be converted to Scalar"
+                               if n != 1 else "Tensor.item() cannot be called on meta tensors")
         a = self._backend.to_host(self._data)
         if a.size != 1:
             raise RuntimeError(
@@ -341,7 +348,7 @@ class Tensor:
         return bool((self == element).any())
 
     def __format__(self, spec):
-        if self._data.ndim == 0:
+        if self._data.ndim == 0 and self._backend.has_data:
             return format(self.item(), spec)
         return object.__format__(self, spec)
 

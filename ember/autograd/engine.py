@@ -325,7 +325,7 @@ class AccumulateGrad(Node):
             backend = acc._backend
             if type(acc) is type(g) is Tensor and acc._dtype is g._dtype and \
                     a.dtype in _ADD_IN_PLACE and a.shape == g._data.shape and \
-                    g._backend is backend and backend.writeable(a):
+                    g._backend is backend and backend.has_data and backend.writeable(a):
                 # acc.add_(g) without the dispatch: every step, per leaf
                 backend.xp.add(a, g._data, out=a)
                 acc._bump()

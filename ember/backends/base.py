@@ -10,6 +10,7 @@ tensor's data" or calls numpy for array work on it:
     array_type         the type of this backend's arrays
     overrides          op name -> kernels faster than the generic impl on this backend
                        (registered by the backend, or by a higher layer into it)
+    has_data           False where arrays have a layout but no memory (``meta``)
     fused_step         a step of a layer above the op table that this backend runs in one
                        call (an optimizer's update of all its parameters), or None
     empty / from_host / to_host / copy_into   allocation and copies
@@ -45,6 +46,7 @@ class Backend:
     xp = None
     array_type: type = object
     device_obj: device | None = None
+    has_data = True  # False for the meta backend: its arrays are layouts without memory
 
     def __init__(self):
         # op name -> {kind: kernel}; kinds: "binary" (``f(a, b)`` on two arrays of one float

@@ -46,6 +46,8 @@ class Buffer(Tensor):
     def __new__(cls, data: Tensor, *, persistent: bool = True):
         b = object.__new__(cls)
         b._data, b._dtype = data._data, data._dtype
+        if data._backend is not Tensor._backend:
+            b._backend = data._backend
         b._vc = data._version_counter()
         b.persistent = persistent
         return b

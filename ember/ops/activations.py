@@ -445,6 +445,20 @@ def log_softmax(xp, input: "Tensor", dim, dtype=None):
     return _softmax_kernel(xp, input, dim, dtype, "log")
 
 
+def _softmax_meta(kernel: str):
+    def meta(input, dim, dtype=None):
+        _wrap_dim(dim, input.ndim)
+        probe = np.empty(0, input.dtype.np)  # numpy-only: a host array for the dtype checks
+        _, out_dt = _float_input(probe, dtype, kernel)
+        return tuple(input.shape), D.from_np(out_dt)
+    return meta
+
+
+softmax.def_meta(_softmax_meta("softmax_lastdim_kernel_impl"))
+_safe_softmax.def_meta(_softmax_meta("softmax_lastdim_kernel_impl"))
+log_softmax.def_meta(_softmax_meta("log_softmax_lastdim_kernel_impl"))
+
+
 def _softmax_backward(ctx, g):
     return _softmax_backward_data(g, ctx.out, ctx.dim)
 

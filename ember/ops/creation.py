@@ -9,14 +9,18 @@ import numpy as np
 
 from .. import _device as _device_mod, _dtype as D
 from .._device import check_device
+from .._dispatch import STATE
 from ..backends import base as backends_base
 from ..backends.casting import cast
-from .._tensor import Size, Tensor, _wrap
+from .._tensor import MEMORY_FORMATS, Size, Tensor, _wrap
 from ..autograd.grad_mode import state as _grad_state
 from .bind import tensor_method
 from .registry import op
 
 FACTORY = ("factory",)
+# factories that allocate on the default device when given none (``with ember.device(...)``,
+# ``set_default_device``): PyTorch's list, which leaves out the ``*_like`` ones
+CONSTRUCTOR = ("factory", "default_device")
 PUBLIC = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zero_"]
 
 
@@ -142,7 +146,7 @@ def _unwrap_nested(data):
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False) -> Tensor:
     """``ember.tensor(data, *, dtype=None, device=None, requires_grad=False)``: copies ``data``."""
-    dev = check_device(device)
+    dev = check_device(device if device is not None else STATE.device)
     arr = _data_to_array(data, dtype)
     dt = D.from_np(arr.dtype) if dtype is None else dtype
     if dev.type == "cpu":
@@ -160,6 +164,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """Like ``tensor`` but shares memory with a tensor or numpy array of the same dtype."""
+    if device is None:
+        device = STATE.device  # None unless a default device is set
     dev = check_device(device)
     if isinstance(data, Tensor):
         return data.to(*(d for d in (device, dtype) if d is not None))
@@ -266,21 +272,21 @@ LEGACY_TYPES = (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, ByteTenso
 
 
 # ---------------------------------------------------------------------- sized factories
-@op(tags=FACTORY, method=False, differentiable=False)
+@op(tags=CONSTRUCTOR, method=False, differentiable=False)
 def empty(xp, *sizes, size=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, pin_memory=False, memory_format=None):
     check_device(device)
     return xp.empty(_size(sizes, "empty", size), _np_dtype(dtype))
 
 
-@op(tags=FACTORY, method=False, differentiable=False)
+@op(tags=CONSTRUCTOR, method=False, differentiable=False)
 def zeros(xp, *sizes, size=None, out=None, dtype=None, layout=None, device=None,
           requires_grad=False, pin_memory=False):
     check_device(device)
     return xp.zeros(_size(sizes, "zeros", size), _np_dtype(dtype))
 
 
-@op(tags=FACTORY, method=False, differentiable=False)
+@op(tags=CONSTRUCTOR, method=False, differentiable=False)
 def ones(xp, *sizes, size=None, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     check_device(device)
@@ -293,7 +299,7 @@ def _fill_dtype(fill_value):
     return D.scalar_dtype(fill_value)
 
 
-@op(tags=FACTORY, method=False, differentiable=False)
+@op(tags=CONSTRUCTOR, method=False, differentiable=False)
 def full(xp, size, fill_value, *, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     check_device(device)
@@ -325,7 +331,7 @@ def full_like(xp, input: "Tensor", fill_value, *, dtype=None, layout=None, devic
     return xp.full(input.shape, _number(fill_value, dt), dtype=dt.np)
 
 
-@op(tags=FACTORY, method=False, differentiable=False)
+@op(tags=CONSTRUCTOR, method=False, differentiable=False)
 def empty_strided(xp, size, stride, *, dtype=None, layout=None, device=None,
                   requires_grad=False, pin_memory=False):
     check_device(device)
@@ -372,7 +378,7 @@ def _arange_dtype(*vals):
     return D.int64
 
 
-@op(tags=FACTORY, method=False, differentiable=False)
+@op(tags=CONSTRUCTOR, method=False, differentiable=False)
 def arange(xp, start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
            requires_grad=False, pin_memory=False):
     check_device(device)
@@ -409,7 +415,7 @@ def _int_arange(xp, start, end, step, dt):
     return (xs + xp.arange(max(n, 0), dtype=np.int64) * xst).astype(dt.np)
 
 
-@op(tags=FACTORY, method=False, differentiable=False)
+@op(tags=CONSTRUCTOR, method=False, differentiable=False)
 def range_(xp, start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None,
            requires_grad=False):
     """Deprecated ``torch.range``: includes ``end``."""
@@ -418,7 +424,7 @@ def range_(xp, start=0, end=None, step=1, *, out=None, dtype=None, layout=None, 
     return (start + xp.arange(n) * step).astype(dt.np)
 
 
-@op(tags=FACTORY, method=False, differentiable=False)
+@op(tags=CONSTRUCTOR, method=False, differentiable=False)
 def linspace(xp, start, end, steps, *, out=None, dtype=None, layout=None, device=None,
              requires_grad=False):
     check_device(device)
@@ -437,7 +443,7 @@ def linspace(xp, start, end, steps, *, out=None, dtype=None, layout=None, device
     return vals.astype(dt.np)
 
 
-@op(tags=FACTORY, method=False, differentiable=False)
+@op(tags=CONSTRUCTOR, method=False, differentiable=False)
 def logspace(xp, start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
              device=None, requires_grad=False):
     check_device(device)
@@ -446,7 +452,7 @@ def logspace(xp, start, end, steps, base=10.0, *, out=None, dtype=None, layout=N
     return xp.power(float(base), exps).astype(dt.np)
 
 
-@op(tags=FACTORY, method=False, differentiable=False)
+@op(tags=CONSTRUCTOR, method=False, differentiable=False)
 def eye(xp, n, m=None, *, out=None, dtype=None, layout=None, device=None, requires_grad=False,
         pin_memory=False):
     check_device(device)
@@ -463,10 +469,63 @@ def _tri_indices(name):
     return impl
 
 
-tril_indices = op("tril_indices", tags=FACTORY, method=False, differentiable=False, out=False)(
-    _tri_indices("tril_indices"))
-triu_indices = op("triu_indices", tags=FACTORY, method=False, differentiable=False, out=False)(
-    _tri_indices("triu_indices"))
+tril_indices = op("tril_indices", tags=CONSTRUCTOR, method=False, differentiable=False,
+                  out=False)(_tri_indices("tril_indices"))
+triu_indices = op("triu_indices", tags=CONSTRUCTOR, method=False, differentiable=False,
+                  out=False)(_tri_indices("triu_indices"))
+
+
+# ---------------------------------------------------------------------- factories' metas
+# What a factory makes, from its arguments alone: the meta device allocates nothing.
+def _sized_meta(name: str):
+    def meta(*sizes, size=None, dtype=None, **kwargs):
+        shape = _size(sizes, name, size)
+        _np_dtype(dtype)  # the impl's dtype check
+        return shape, dtype or D.get_default_dtype()
+    return meta
+
+
+for _d in (empty, zeros, ones):
+    _d.def_meta(_sized_meta(_d.name))
+
+
+@full.def_meta
+def _(size, fill_value, *, dtype=None, **kwargs):
+    return _size((size,)), dtype or _fill_dtype(fill_value)
+
+
+def _like_meta(input, *args, dtype=None, **kwargs):
+    return tuple(input.shape), dtype or input.dtype
+
+
+for _d in (empty_like, zeros_like, ones_like, full_like):
+    _d.def_meta(_like_meta)
+
+
+@empty_strided.def_meta
+def _(size, stride, *, dtype=None, **kwargs):
+    if len(tuple(size)) != len(tuple(stride)):
+        raise RuntimeError("mismatch in length of strides and shape")
+    _np_dtype(dtype)
+    return _size((tuple(size),)), dtype or D.get_default_dtype()
+
+
+@eye.def_meta
+def _(n, m=None, *, dtype=None, **kwargs):
+    if n < 0 or (m is not None and m < 0):
+        raise RuntimeError(f"eye(): n and m must be non-negative, got n={n}, m={m}")
+    _np_dtype(dtype)
+    return (n, n if m is None else m), dtype or D.get_default_dtype()
+
+
+def _steps_meta(start, end, steps, *args, dtype=None, **kwargs):
+    if not isinstance(steps, numbers.Integral) or steps < 0:
+        raise RuntimeError(f"linspace(): number of steps must be non-negative, got {steps}")
+    return (int(steps),), dtype or D.get_default_dtype()
+
+
+linspace.def_meta(_steps_meta)
+logspace.def_meta(_steps_meta)
 
 
 # ---------------------------------------------------------------------- conversions
@@ -488,6 +547,16 @@ def _to_device(xp, self: "Tensor", *, device, source):
     """A copy of ``self`` on ``device`` (the dispatcher runs it on that device's backend;
     ``source`` is self's device, where the gradient goes back to)."""
     return backends_base.transfer(self, backends_base.of_device(device), device)
+
+
+@_to_copy.def_meta
+def _(self, dtype):
+    return tuple(self.shape), dtype
+
+
+@_to_device.def_meta
+def _(self, *, device, source):
+    return tuple(self.shape), self.dtype
 
 
 @_to_device.def_backward
@@ -574,14 +643,22 @@ def clone(xp, input: "Tensor", *, memory_format=None):
     return input.copy()
 
 
+@clone.def_meta
+def _(input, *, memory_format=None):
+    return tuple(input.shape), input.dtype
+
+
 @clone.def_backward
 def _(ctx, g):
     return g
 
 
+_CONTIGUOUS = MEMORY_FORMATS["contiguous_format"]
+
+
 @tensor_method("contiguous")
 def contiguous(self, memory_format=None):
-    return self if self.is_contiguous() else clone(self)
+    return self if self.is_contiguous() else clone(self, memory_format=_CONTIGUOUS)
 
 
 @op(function=False, method=False, inplace=True, out=False, grad_name="CopyBackwards")
@@ -595,6 +672,21 @@ def copy(xp, self: "Tensor", src: "Scalar|Tensor", non_blocking=False):  # torch
     return cast(b, D.from_np(self.dtype))
 
 
+@copy.def_meta
+def _(self, src, non_blocking=False):
+    if isinstance(src, Tensor):
+        shape = tuple(self.shape)
+        try:
+            ok = np.broadcast_shapes(tuple(src.shape), shape) == shape
+        except ValueError:
+            ok = False
+        if not ok:
+            raise RuntimeError(f"The size of tensor a ({shape[-1] if shape else 1}) must match "
+                               f"the size of tensor b ({src.shape[-1] if src.ndim else 1}) at "
+                               "non-singleton dimension")
+    return tuple(self.shape), self.dtype
+
+
 @copy.def_backward
 def _(ctx, g):
     return g.new_zeros(g.shape), g
@@ -606,6 +698,14 @@ def fill(xp, input: "Tensor", value: "Scalar|Tensor"):
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                            f"{value.ndim} dimensions.")
     return xp.full(input.shape, _number(value, D.from_np(input.dtype)), dtype=input.dtype)
+
+
+@fill.def_meta
+def _(input, value):
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                           f"{value.ndim} dimensions.")
+    return tuple(input.shape), input.dtype
 
 
 @fill.def_backward

@@ -566,7 +566,8 @@ def _setitem(self: Tensor, key, value) -> None:
         else:
             # not a kernel: without autograd, setitem writes the CPU array (self._data) in place
             arr = scalar_value(np, value, dt)
-    if _grad_state.enabled and (self.requires_grad or (is_t and value.requires_grad)):
+    if _grad_state.enabled and (self.requires_grad or (is_t and value.requires_grad)) or \
+            not self._backend.has_data:  # meta: the write's checks as in-place ops, no data
         _setitem_tracked(self, bkey, adv, value if is_t else arr, is_t)
         return
     if is_t:
@@ -602,7 +603,8 @@ def _setitem_tracked(self, bkey, adv, value, is_t):
     """setitem under autograd: an in-place op on the view (or on ``self``), so the engine
     records CopySlices/rebases history and the value gets its gradient."""
     dt = self._dtype
-    _writable(self._data[bkey + (Ellipsis,)])  # PyTorch's error for self-overlapping targets
+    if self._backend.has_data:  # PyTorch's error for self-overlapping targets (meta: none)
+        _writable(self._data[bkey + (Ellipsis,)])
     if is_t and value._dtype is not dt:
         value = value.to(dt)
     if not adv:
@@ -610,7 +612,8 @@ def _setitem_tracked(self, bkey, adv, value, is_t):
         if not is_t:
             view.fill_(_wrap(value, dt))
             return
-        fit_value(np, value._data, view._data.shape, False)  # PyTorch's message on mismatch
+        if value._backend.has_data:  # PyTorch's message on mismatch
+            fit_value(np, value._data, view._data.shape, False)
         lead = value._data.ndim - view._data.ndim
         if lead > 0:
             value = value.reshape(tuple(value.shape[lead:]))

@@ -46,39 +46,59 @@ def bernoulli_like(shape, p: float, dtype, device=None) -> Tensor:
 
 # ---------------------------------------------------------------------- linear layers
 def _same_dtype(a, b):
-    if a.dtype != b.dtype:
+    """PyTorch's error for operands of two numpy dtypes ``a`` and ``b``."""
+    if a != b:
         raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: "
-                           f"{_CPP_NAME.get(a.dtype, a.dtype.name)} != "
-                           f"{_CPP_NAME.get(b.dtype, b.dtype.name)}")
+                           f"{_CPP_NAME.get(a, a.name)} != {_CPP_NAME.get(b, b.name)}")
+
+
+def _linear_shape(x_shape: tuple, w_shape: tuple, x_dt, w_dt) -> tuple:
+    """linear's checks on its operands' shapes and numpy dtypes; its result's shape."""
+    if not x_shape or not w_shape:
+        raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are "
+                           f"{len(x_shape)}D and {len(w_shape)}D")
+    if len(w_shape) > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                           f"{len(w_shape)}D")
+    _same_dtype(x_dt, w_dt)
+    k, rows = x_shape[-1], _prod(x_shape[:-1])
+    if w_shape[-1] != k:
+        if len(w_shape) == 1:
+            raise RuntimeError(f"size mismatch, got input ({rows}), mat ({rows}x{k}), vec "
+                               f"({w_shape[0]})")
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k} and "
+                           f"{w_shape[1]}x{w_shape[0]})")
+    return tuple(x_shape[:-1]) + tuple(w_shape[:-1])
+
+
+def _check_bias(bias_shape: tuple, bias_dt, out_shape: tuple, out_dt) -> None:
+    if bias_dt != out_dt:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                           f"{_type_name(bias_dt)} and {_type_name(out_dt)}")
+    _check_expandable(bias_shape, out_shape)
 
 
 @op(saves=("input", "weight"), function=False, method=False, upcast_half=True)
 def linear(xp, input: "Tensor", weight: "Tensor", bias: "Tensor?" = None):
     """linear(input, weight, bias=None) -> Tensor: input @ weight.T + bias."""
-    if input.ndim == 0 or weight.ndim == 0:
-        raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are "
-                           f"{input.ndim}D and {weight.ndim}D")
-    if weight.ndim > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
-                           f"{weight.ndim}D")
-    _same_dtype(input, weight)
+    out_shape = _linear_shape(input.shape, weight.shape, input.dtype, weight.dtype)
     k = input.shape[-1]
     x2 = input.reshape(_prod(input.shape[:-1]), k)
-    if weight.shape[-1] != k:
-        if weight.ndim == 1:
-            raise RuntimeError(f"size mismatch, got input ({x2.shape[0]}), mat "
-                               f"({x2.shape[0]}x{k}), vec ({weight.shape[0]})")
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({x2.shape[0]}x{k} and "
-                           f"{weight.shape[1]}x{weight.shape[0]})")
     y = x2 @ weight.reshape(_prod(weight.shape[:-1]), k).T
-    y = y.reshape(input.shape[:-1] + weight.shape[:-1])
+    y = y.reshape(out_shape)
     if bias is not None:
-        if bias.dtype != y.dtype:
-            raise RuntimeError(f"self and mat2 must have the same dtype, but got "
-                               f"{_type_name(bias.dtype)} and {_type_name(y.dtype)}")
-        _check_expandable(bias.shape, y.shape)
+        _check_bias(bias.shape, bias.dtype, y.shape, y.dtype)
         y += bias
     return y
+
+
+@linear.def_meta
+def _(input, weight, bias=None):
+    shape = _linear_shape(tuple(input.shape), tuple(weight.shape), input.dtype.np,
+                          weight.dtype.np)
+    if bias is not None:
+        _check_bias(tuple(bias.shape), bias.dtype.np, shape, input.dtype.np)
+    return shape, input.dtype
 
 
 def _prod(shape) -> int:

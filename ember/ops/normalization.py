@@ -82,7 +82,7 @@ def _live(g):
     compiler traces, a present ``g`` counts as live: a traced value has no data to read."""
     if g is None:
         return None
-    if STATE.tracing > 0 or g._traced:
+    if STATE.tracing > 0 or g._traced or not g._backend.has_data:  # (meta tensors neither)
         return g
     return g if g._data.any() else None
 

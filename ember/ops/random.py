@@ -32,6 +32,8 @@ from .registry import call_inplace, op
 
 RANDOM = ("random",)
 FACTORY = ("random", "factory")
+# factories that allocate on the default device when given none (not the *_like ones)
+CONSTRUCTOR = FACTORY + ("default_device",)
 PUBLIC = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed",
           "get_rng_state", "set_rng_state"]
 
@@ -157,7 +159,7 @@ def _zero_backward(d) -> None:
 
 
 # ---------------------------------------------------------------------- factories
-@op(tags=FACTORY, method=False, differentiable=False)
+@op(tags=CONSTRUCTOR, method=False, differentiable=False)
 def rand(xp, *sizes, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
          requires_grad=False, pin_memory=False):
     """``ember.rand(*size, *, generator=None, dtype=None, ...)``: uniform samples on [0, 1)."""
@@ -170,7 +172,7 @@ def _rand(xp, shape, dt, rng):
     return _sample(xp, shape, dt, lambda real, s: _uniform01(xp, rng, real, s))
 
 
-@op(tags=FACTORY, method=False, differentiable=False)
+@op(tags=CONSTRUCTOR, method=False, differentiable=False)
 def randn(xp, *sizes, size=None, generator=None, out=None, dtype=None, layout=None,
           device=None, requires_grad=False, pin_memory=False):
     """``ember.randn(*size, *, generator=None, dtype=None, ...)``: standard normal samples
@@ -194,7 +196,7 @@ def _randint_range(name: str, low, high) -> tuple:
     return _int_arg(name, "low", low), _int_arg(name, "high", high)
 
 
-@op(tags=FACTORY, method=False, differentiable=False)
+@op(tags=CONSTRUCTOR, method=False, differentiable=False)
 def randint(xp, low=0, high=None, size=None, *, generator=None, out=None, dtype=None,
             layout=None, device=None, requires_grad=False, pin_memory=False):
     """``ember.randint(low=0, high, size, *, generator=None, dtype=int64, ...)``: integers
@@ -213,7 +215,7 @@ def randint(xp, low=0, high=None, size=None, *, generator=None, out=None, dtype=
     return _random_from_to(numpy_generator(generator, "randint"), low, high, shape, dt)
 
 
-@op(tags=FACTORY, method=False, differentiable=False)
+@op(tags=CONSTRUCTOR, method=False, differentiable=False)
 def randperm(xp, n, *, generator=None, out=None, dtype=None, layout=None, device=None,
              requires_grad=False, pin_memory=False):
     """``ember.randperm(n, *, generator=None, dtype=int64, ...)``: a random permutation of

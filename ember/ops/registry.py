@@ -37,6 +37,8 @@ from ..backends.casting import cast
 from ..backends.xp_ops import COMPILERS
 from ..backends.cpu import BACKEND as CPU_BACKEND, quiet_enter, quiet_exit
 from . import float8
+from ..backends.meta import BACKEND as META_BACKEND
+from . import meta_rule
 from .arguments import arg_type_error, method_arg_error, translate_error, type_name
 from .writes import (C_TYPE_NAME, _C_NAME_CAST, cast_error, check_partial_overlap,
                      raise_if_uncastable, write_inplace, write_out)
@@ -167,6 +169,9 @@ class OpDef:
         # calls the fast Tensor methods below can run inline (see fast_unary_method)
         # an op with a device= parameter picks its backend from it (in the general path)
         self._takes_device = "device" in self.param_index
+        # a factory that allocates on the default device when given none (PyTorch's
+        # ``torch.utils._device`` constructors; not the ``*_like`` ones)
+        self._default_device = "default_device" in self.tags
         self._fast = self._plain and promote is None and not upcast_half and \
             not self.list_pos and not self._takes_device
 
@@ -316,29 +321,36 @@ class OpDef:
                     if t._backend is not backend:
                         backend = common_backend(self, inputs)
                         break
+            if self._takes_device:  # factories, *_like(..., device=): the device's backend
+                dev = kwargs.get("device")
+                if dev is None and self._default_device and (dev := STATE.device) is not None:
+                    kwargs["device"] = dev  # ``with ember.device(...)``, set_default_device
+                if dev is not None:
+                    backend = backends_base.of_device(dev)
             out_dtype = None
-            if not unwrap:
-                out_dtype = self._promote(vals, nargs, backend)
-            elif self.upcast_half and inputs and inputs[0]._dtype in _HALF:
-                out_dtype = inputs[0]._dtype
-                for i in self.tensor_pos:
-                    if i < nargs and isinstance(vals[i], backend.array_type) and \
-                            vals[i].dtype == out_dtype.np:
-                        vals[i] = vals[i].astype(D.float32.np)
-            if self._takes_device and (dev := kwargs.get("device")) is not None:
-                backend = backends_base.of_device(dev)  # factories, *_like(..., device=)
-            if backend is not CPU_BACKEND:  # zero-dim CPU tensors' arrays move over
-                vals = [_moved(v, backend) for v in vals]
-            try:
-                res = None
-                if self._kernel_overrides and \
-                        (kernel := self._kernel_overrides.get(backend)) is not None:
-                    res = kernel(*vals, **kwargs)
-                if res is None:
-                    res = self.impl(backend.xp, *vals, **kwargs) if kwargs else \
-                        self.impl(backend.xp, *vals)
-            except backends_base.KERNEL_ERRORS as e:
-                raise translate_error(self, e, args, kwargs) from None
+            if backend is META_BACKEND:  # no kernel: the results' metadata from the op table
+                res = meta_rule.run(self, args, kwargs)
+            else:
+                if not unwrap:
+                    out_dtype = self._promote(vals, nargs, backend)
+                elif self.upcast_half and inputs and inputs[0]._dtype in _HALF:
+                    out_dtype = inputs[0]._dtype
+                    for i in self.tensor_pos:
+                        if i < nargs and isinstance(vals[i], backend.array_type) and \
+                                vals[i].dtype == out_dtype.np:
+                            vals[i] = vals[i].astype(D.float32.np)
+                if backend is not CPU_BACKEND:  # zero-dim CPU tensors' arrays move over
+                    vals = [_moved(v, backend) for v in vals]
+                try:
+                    res = None
+                    if self._kernel_overrides and \
+                            (kernel := self._kernel_overrides.get(backend)) is not None:
+                        res = kernel(*vals, **kwargs)
+                    if res is None:
+                        res = self.impl(backend.xp, *vals, **kwargs) if kwargs else \
+                            self.impl(backend.xp, *vals)
+                except backends_base.KERNEL_ERRORS as e:
+                    raise translate_error(self, e, args, kwargs) from None
             if self._plain and type(res) is backend.array_type and out_dtype is None and \
                     (dt := _NP_FROM.get(res.dtype)) is not None:
                 outs = _new(Tensor)  # the common case: _wrap inline
@@ -466,6 +478,8 @@ def common_backend(op: OpDef, inputs: list):
     others = {t._backend for t in inputs if not (t._backend is CPU_BACKEND and t.ndim == 0)}
     if len(others) == 1:
         return others.pop()
+    if META_BACKEND in others:
+        return meta_rule.mixed_devices(op, inputs)  # the meta backend, or PyTorch's error
     devices = []
     for t in inputs:
         d = str(t.device)
@@ -582,6 +596,8 @@ def unary_path(op: OpDef, fallback: Callable) -> Callable:
         if self._dtype.is_float8 and op.float8 is not True:
             float8.check(op, (self,) + args, kwargs)
         backend = self._backend
+        if backend is META_BACKEND:
+            return fallback(self, args, kwargs)  # the general path's meta rule
         token = quiet_enter()
         try:
             res = None
@@ -661,6 +677,8 @@ def binary_path(op: OpDef, fallback: Callable) -> Callable:
         if op.float8 is not True and (self._dtype.is_float8 or (
                 len(inputs) > 1 and other._dtype.is_float8)):
             float8.check(op, (self, other), {})
+        if backend is META_BACKEND:
+            return fallback(self, other)  # the general path's meta rule
         token = quiet_enter()
         try:
             res = impl(backend.xp, self._data, b)

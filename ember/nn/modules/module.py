@@ -4,10 +4,13 @@ train/eval; hooks; device and dtype moves. ``Module.compile`` is bound by ``embe
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator
 
 from ..._tensor import Tensor
+from ...backends.meta import NO_DATA
+from ...ops.creation import empty_like
 from ..._tensor import share_memory as _share_memory
 from ...autograd.grad_mode import no_grad
 from ..parameter import Buffer, Parameter
@@ -436,7 +439,20 @@ class Module:
             if dtype is not None and (t.is_floating_point() or t.is_complex()):
                 t = t.to(dtype)
             return t
-        return self._apply(move)
+        try:
+            return self._apply(move)
+        except NotImplementedError as e:
+            if str(e) != NO_DATA:
+                raise
+            raise NotImplementedError(
+                f"{e} Please use torch.nn.Module.to_empty() instead of torch.nn.Module.to() "
+                "when moving module from meta to a different device.") from None
+
+    def to_empty(self, *, device, recurse: bool = True) -> Module:
+        """Move the parameters and buffers to ``device`` as uninitialised tensors (no copy:
+        how a module built on the meta device gets memory); Parameters stay Parameters with
+        their ``requires_grad``."""
+        return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)
 
     def _cast(self, dtype):
         return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
@@ -461,7 +477,7 @@ class Module:
         return self._apply(lambda t: t.to(dst_type))
 
     def cpu(self) -> Module:
-        return self.to("cpu")
+        return self._apply(lambda t: t.cpu())
 
     def cuda(self, device=None) -> Module:
         return self.to("cuda" if device is None else
@@ -571,11 +587,20 @@ class Module:
                                   f"{_size_repr(value.shape)} from checkpoint, the shape in "
                                   f"current model is {_size_repr(param.shape)}.")
                 continue
-            if assign:
+            if param.is_meta and not value.is_meta and not assign:
+                warnings.warn(f"for {key}: copying from a non-meta parameter in the checkpoint to "
+                              "a meta parameter in the current model, which is a no-op. (Did you "
+                              "mean to pass `assign=True` to assign items in the state dictionary "
+                              "to their corresponding key in the module instead of copying them "
+                              "in place?)", stacklevel=3)
+            if assign:  # the state dict's tensor itself (its dtype and device); a Parameter
+                # keeps the module's requires_grad
                 if isinstance(param, Parameter):
-                    new = value if isinstance(value, Parameter) else Parameter(
-                        value, param.requires_grad)
-                    self._parameters[name] = new
+                    if isinstance(value, Parameter):
+                        value.requires_grad_(param.requires_grad)
+                    else:
+                        value = Parameter(value, param.requires_grad)
+                    self._parameters[name] = value
                 else:
                     self._buffers[name] = value
             else:
