@@ -173,3 +173,12 @@ def get(device_type: str) -> Backend:
     if b is None:
         raise RuntimeError(f"ember: no backend for device type '{device_type}' in this build")
     return b
+
+
+def contiguous_strides(shape) -> tuple:
+    """The element strides of a C-contiguous array of ``shape``."""
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))

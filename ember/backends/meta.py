@@ -20,17 +20,9 @@ import mmap
 import numpy as np
 
 from .._device import device
-from .base import ARRAY_TYPES, Backend, register
+from .base import ARRAY_TYPES, Backend, contiguous_strides, register
 
 NO_DATA = "Cannot copy out of meta tensor; no data!"
-
-
-def contiguous_strides(shape: tuple) -> tuple:
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(out))
 
 
 class MetaStorage:

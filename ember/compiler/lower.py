@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 
 from .. import _dtype as D
+from ..backends.base import contiguous_strides
 from .graph import Node, TensorMeta
 
 HALF = (D.float16, D.bfloat16)
@@ -30,14 +31,6 @@ LOWERABLE_DTYPES = frozenset([D.float16, D.bfloat16, D.float32, D.float64, D.int
 def compute_dtype(dt: D.dtype) -> D.dtype:
     """Half types compute in float32 inside kernels, like the eager kernels."""
     return D.float32 if dt in HALF else dt
-
-
-def contiguous_strides(shape) -> tuple:
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(out))
 
 
 # ---------------------------------------------------------------------- expressions
