@@ -104,8 +104,7 @@ class OpDef:
         # view: True (always a view), "maybe" (a view when strides allow, else a copy), False
         self.promote = promote
         self.upcast_half = upcast_half
-        # the impl is a pointwise definition: where the backend compiles those (CUDA), its
-        # kernel loads half-precision operands widened and rounds once at the store itself
+        # a pointwise definition: a backend's compiled kernel (CUDA) widens halves itself
         self.half_in_kernel = False
         self.differentiable = differentiable
         self.backward: Callable | None = None
@@ -424,10 +423,8 @@ class OpDef:
         kind = self.promote
         if kind == INT_TO_FLOAT and rt.kind in "uib":
             rt = D._default[0]
-        compute = rt
-        if rt in _HALF and not (self.half_in_kernel and rt in _KERNEL_HALF and
-                                backend.xp in COMPILERS):
-            compute = D.float32
+        widens = self.half_in_kernel and rt in _KERNEL_HALF and backend.xp in COMPILERS
+        compute = D.float32 if rt in _HALF and not widens else rt
         cnp = compute.np
         for i in self.promote_pos:
             if i >= nargs:
