@@ -275,3 +275,14 @@ def test_allowed_cycles_are_still_there():
     stale = ALLOWED_CYCLES - set(_cycles(_import_graph()))
     assert not stale, "no longer a cycle, remove from ALLOWED_CYCLES: " + \
         ", ".join(str(sorted(c)) for c in stale)
+
+
+def test_import_ember_imports_no_triton_cupy_or_torch():
+    """``import ember`` stays light: Triton, CuPy and torch load only where first used."""
+    import subprocess
+    import sys
+    code = "import sys, ember; print(sorted(m for m in ('triton', 'cupy', 'torch') " \
+           "if m in sys.modules))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=str(PACKAGE.parent), timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", (r.stdout, r.stderr[-1000:])
