@@ -27,6 +27,8 @@ def cases():
     small = rng.standard_normal((8, 8)).astype(np.float32)
     big = rng.standard_normal((4096, 4096)).astype(np.float32)  # 16M elements
     m = rng.standard_normal((4096, 4096)).astype(np.float32)
+    huge = rng.standard_normal((8192, 8192)).astype(np.float32)
+    batch = rng.standard_normal((16, 1024, 1024)).astype(np.float32)
 
     def small_op(body):
         def make(lib):
@@ -74,6 +76,10 @@ def cases():
         (f"matmul 4096^3 float32 (x{REPEAT})", repeated(lambda lib, x, y: x @ y, m, m)),
         (f"matmul 4096^3 float16 (x{REPEAT})",
          repeated(lambda lib, x, y: x @ y, m, m, "float16")),
+        (f"matmul 8192^3 bfloat16 (x{REPEAT})",
+         repeated(lambda lib, x, y: x @ y, huge, huge, "bfloat16")),
+        (f"bmm 16x1024^3 bfloat16 (x{REPEAT})", repeated(lambda lib, x, y: lib.bmm(x, y), batch, batch,
+                                                  "bfloat16")),
         ("MLP 512-2048-512 train step, batch 256", mlp),
     ]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import warnings
 
 from . import backend
+from .settings import STATE as _STATE
 
 _PRECISIONS = ("highest", "high", "medium")
-_STATE = {"precision": "highest", "fp32_precision": "none"}
 
 
 def is_built() -> bool:

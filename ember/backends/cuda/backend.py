@@ -40,6 +40,8 @@ class CUDABackend(Backend):
     @functools.cached_property
     def xp(self):
         xp = restricted(cupy(), "ember.backends.cuda.xp")
+        from . import blas
+        xp.matmul = blas.matmul  # products through ember's cuBLAS binding
         if triton_installed():  # pointwise definitions become generated Triton kernels
             from . import pointwise
             set_compiler(xp, pointwise.compile)

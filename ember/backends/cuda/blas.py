@@ -1,0 +1,184 @@
+"""Matrix products on CUDA: ember's own thin binding to cuBLAS (ctypes), not ``cupy.matmul``.
+
+CuPy 14's matmul refuses stream capture (its cuBLAS wrapper checks), crashes on batched
+bfloat16 and computes batched float16 in float32 (reference/gpu-stack.md, section 3.1). Here
+one cuBLAS handle per device, with a preset workspace (so cuBLAS allocates nothing inside a
+captured CUDA graph), runs ``cublasGemmStridedBatchedEx`` on the caller's current stream for
+float16, bfloat16, float32 and float64 operands of one dtype; other dtypes (integers, complex,
+mixed) go to CuPy.
+
+Row-major products map onto column-major cuBLAS as ``C^T = B^T A^T``: a C-contiguous matrix
+is its transpose in column-major order, and a transposed view of one (``x.mT`` of a contiguous
+tensor) is passed with the transpose flag instead of being copied. Batch dimensions are
+broadcast; a broadcast operand has batch stride 0.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+
+import ml_dtypes
+import numpy as np
+
+from . import settings
+from .runtime import cupy
+
+OP_N, OP_T = 0, 1
+COMPUTE_32F, COMPUTE_32F_FAST_TF32, COMPUTE_64F = 68, 77, 70
+GEMM_DEFAULT = -1
+# numpy dtype -> (cudaDataType, compute type, ctypes scalar of alpha and beta)
+TYPES = {
+    np.dtype(np.float16): (2, COMPUTE_32F, ctypes.c_float),
+    np.dtype(ml_dtypes.bfloat16): (14, COMPUTE_32F, ctypes.c_float),
+    np.dtype(np.float32): (0, COMPUTE_32F, ctypes.c_float),
+    np.dtype(np.float64): (1, COMPUTE_64F, ctypes.c_double),
+}
+WORKSPACE_BYTES = 32 << 20
+STATUS = {1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED",
+          7: "CUBLAS_STATUS_INVALID_VALUE", 8: "CUBLAS_STATUS_ARCH_MISMATCH",
+          11: "CUBLAS_STATUS_MAPPING_ERROR", 13: "CUBLAS_STATUS_EXECUTION_FAILED",
+          14: "CUBLAS_STATUS_INTERNAL_ERROR", 15: "CUBLAS_STATUS_NOT_SUPPORTED"}
+
+
+@functools.cache
+def library() -> ctypes.CDLL:
+    """libcublas, as CuPy's CUDA wheels provide it."""
+    cupy()  # CuPy first: it finds and loads the CUDA libraries
+    try:
+        from cuda import pathfinder
+        lib = ctypes.CDLL(pathfinder.load_nvidia_dynamic_lib("cublas").abs_path)
+    except (ImportError, RuntimeError, OSError, AttributeError):
+        lib = None
+        for name in ("libcublas.so.13", "libcublas.so.12", "libcublas.so"):
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        if lib is None:
+            raise RuntimeError("ember's CUDA products need cuBLAS (libcublas), which was not "
+                               "found: install the CUDA toolkit or CuPy's CUDA wheels") from None
+    p, i, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+    lib.cublasCreate_v2.argtypes = [ctypes.POINTER(p)]
+    lib.cublasSetStream_v2.argtypes = [p, p]
+    lib.cublasSetWorkspace_v2.argtypes = [p, p, ctypes.c_size_t]
+    lib.cublasGemmStridedBatchedEx.argtypes = [
+        p, i, i, i, i, i, p, p, i, i, i64, p, i, i, i64, p, p, i, i, i64, i, i, i]
+    for fn in (lib.cublasCreate_v2, lib.cublasSetStream_v2, lib.cublasSetWorkspace_v2,
+               lib.cublasGemmStridedBatchedEx):
+        fn.restype = i
+    return lib
+
+
+def _check(status: int, call: str) -> None:
+    if status:
+        raise RuntimeError(f"CUDA error: {STATUS.get(status, status)} when calling `{call}`")
+
+
+_handles: dict[int, tuple] = {}
+_lock = threading.Lock()
+
+
+def handle(device: int) -> ctypes.c_void_p:
+    """The device's cuBLAS handle (created once, with its workspace)."""
+    h = _handles.get(device)
+    if h is None:
+        with _lock:
+            h = _handles.get(device)
+            if h is None:
+                lib, cp = library(), cupy()
+                with cp.cuda.Device(device):
+                    hd = ctypes.c_void_p()
+                    _check(lib.cublasCreate_v2(ctypes.byref(hd)), "cublasCreate")
+                    workspace = cp.empty(WORKSPACE_BYTES, np.uint8)
+                    _check(lib.cublasSetWorkspace_v2(hd, workspace.data.ptr, WORKSPACE_BYTES),
+                           "cublasSetWorkspace")
+                h = _handles[device] = (hd, workspace)
+    return h[0]
+
+
+def _as_gemm_operand(a):
+    """``(array, transposed, leading dimension, batch stride)`` of a batch of matrices whose
+    last two dims cuBLAS can read in place (copied to C order where it cannot)."""
+    item = a.itemsize
+    rows, cols = a.shape[-2:]
+    s_row, s_col = a.strides[-2:]
+    batch = a.shape[:-2]
+    if s_col == item and (s_row == cols * item or rows == 1):
+        trans, ld = False, max(cols, 1)
+    elif s_row == item and (s_col == rows * item or cols == 1):
+        trans, ld = True, max(rows, 1)
+    else:
+        a = cupy().ascontiguousarray(a)
+        return _as_gemm_operand(a)
+    # the batch dims must be one stride apart: collapse them, else copy
+    strides = [s for n, s in zip(batch, a.strides[:-2]) if n != 1]
+    sizes = [n for n in batch if n != 1]
+    if not sizes:
+        return a, trans, ld, 0
+    if all(s == 0 for s in strides):
+        return a, trans, ld, 0
+    for j in range(len(sizes) - 1):
+        if strides[j] != strides[j + 1] * sizes[j + 1]:
+            return _as_gemm_operand(cupy().ascontiguousarray(a))
+    if strides[-1] % item:
+        return _as_gemm_operand(cupy().ascontiguousarray(a))
+    return a, trans, ld, strides[-1] // item
+
+
+def matmul(a, b, out=None):
+    """``a @ b`` (numpy's matmul semantics) on CuPy arrays."""
+    cp = cupy()
+    if a.dtype != b.dtype or a.dtype not in TYPES or a.ndim == 0 or b.ndim == 0:
+        return cp.matmul(a, b) if out is None else cp.matmul(a, b, out=out)
+    vec_a, vec_b = a.ndim == 1, b.ndim == 1
+    if vec_a:
+        a = a[None, :]
+    if vec_b:
+        b = b[:, None]
+    (m, k), (k2, n) = a.shape[-2:], b.shape[-2:]
+    if k != k2:
+        raise ValueError(f"matmul: Input operand 1 has a mismatch in its core dimension 0, "
+                         f"with gufunc signature (n?,k),(k,m?)->(n?,m?) (size {k2} is different "
+                         f"from {k})")
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    shape = (*batch, m, n)
+    count = 1
+    for s in batch:
+        count *= s
+    if out is None:
+        out = cp.empty(shape, a.dtype)
+    if count and m and n:
+        if k == 0:
+            out.fill(0)
+        else:
+            a = cp.broadcast_to(a, (*batch, m, k))
+            b = cp.broadcast_to(b, (*batch, k, n))
+            _gemm(a, b, out, m, n, k, count)
+    if vec_a:
+        out = out[..., 0, :]
+    if vec_b:
+        out = out[..., 0]
+    return out
+
+
+def _gemm(a, b, c, m, n, k, count) -> None:
+    cp = cupy()
+    a, ta, lda, sa = _as_gemm_operand(a)
+    b, tb, ldb, sb = _as_gemm_operand(b)
+    dtype_id, compute, scalar = TYPES[a.dtype]
+    if compute == COMPUTE_32F and a.dtype == np.float32 and settings.allow_tf32():
+        compute = COMPUTE_32F_FAST_TF32
+    one, zero = scalar(1), scalar(0)
+    device = cp.cuda.runtime.getDevice()
+    hd, lib = handle(device), library()
+    _check(lib.cublasSetStream_v2(hd, cp.cuda.get_current_stream().ptr), "cublasSetStream")
+    # column-major: C^T (n x m) = B^T (n x k) . A^T (k x m)
+    _check(lib.cublasGemmStridedBatchedEx(
+        hd, OP_T if tb else OP_N, OP_T if ta else OP_N, n, m, k, ctypes.byref(one),
+        b.data.ptr, dtype_id, ldb, sb, a.data.ptr, dtype_id, lda, sa, ctypes.byref(zero),
+        c.data.ptr, dtype_id, n, m * n, count, compute, GEMM_DEFAULT),
+        f"cublasGemmStridedBatchedEx(handle, {'T' if tb else 'N'}, {'T' if ta else 'N'}, "
+        f"{n}, {m}, {k}, ..., batch {count}, {a.dtype})")
