@@ -30,7 +30,8 @@ from .shape import expand
 PUBLIC = ["outer", "ger", "inner", "tensordot", "kron", "chain_matmul"]
 
 # computed in float32 and rounded once at the end (PyTorch's gemm for them)
-_LOW = (np.dtype(np.float16), D.bfloat16.np, *(d.np for d in D.FLOAT8))
+LOW_PRECISION = _LOW = (np.dtype(np.float16), D.bfloat16.np, *(d.np for d in D.FLOAT8))
+_HALF16 = (np.dtype(np.float16), D.bfloat16.np)
 
 # PyTorch's C++ type names, used by its "same dtype" errors.
 _CNAME = {D.float32: "float", D.float64: "double", D.float16: "c10::Half",
@@ -65,9 +66,9 @@ def _gemm(fn, kernel: str, *arrays):
     dt = arrays[0].dtype
     if dt == np.bool_:
         raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
-    if dt in _LOW:
+    if dt in _LOW and not (dt in _HALF16 and getattr(fn, "widens_half", False)):
         return cast(fn(*[a.astype(np.float32) for a in arrays]), D.from_np(dt))
-    return fn(*arrays)
+    return fn(*arrays)  # a matmul that ``widens_half`` accumulates halves in float32 itself
 
 
 def _shape_str(s) -> str:

@@ -16,10 +16,14 @@ from .. import _dtype as D
 from .._dispatch import STATE
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
+from ..backends.casting import cast
 from .activations import _safe_softmax
 from .binary import where
 from .arguments import takes_tensors
+from .linalg import LOW_PRECISION
 from .registry import op
+
+_HALF16 = (np.dtype(np.float16), D.bfloat16.np)
 
 PUBLIC = ["bilinear", "dropout", "dropout_", "feature_dropout", "feature_dropout_",
           "alpha_dropout", "alpha_dropout_", "feature_alpha_dropout", "feature_alpha_dropout_",
@@ -78,18 +82,31 @@ def _check_bias(bias_shape: tuple, bias_dt, out_shape: tuple, out_dt) -> None:
     _check_expandable(bias_shape, out_shape)
 
 
-@op(saves=("input", "weight"), function=False, method=False, upcast_half=True)
+@op(saves=("input", "weight"), function=False, method=False)
 def linear(xp, input: "Tensor", weight: "Tensor", bias: "Tensor?" = None):
-    """linear(input, weight, bias=None) -> Tensor: input @ weight.T + bias."""
+    """linear(input, weight, bias=None) -> Tensor: input @ weight.T + bias; half-precision
+    (and float8) products accumulate in float32 with the bias and round once, as PyTorch's
+    gemm: the backend's matmul does so itself where it says so (``widens_half``), else the
+    operands are widened here."""
     out_shape = _linear_shape(input.shape, weight.shape, input.dtype, weight.dtype)
+    if bias is not None:
+        _check_bias(bias.shape, bias.dtype, out_shape, input.dtype)
     k = input.shape[-1]
     x2 = input.reshape(_prod(input.shape[:-1]), k)
-    y = x2 @ weight.reshape(_prod(weight.shape[:-1]), k).T
-    y = y.reshape(out_shape)
+    w = weight.reshape(_prod(weight.shape[:-1]), k).T
+    matmul = xp.matmul
+    dt = input.dtype
+    if getattr(matmul, "widens_half", False) and (dt.kind == "f" or dt in _HALF16) and \
+            weight.ndim == 2:
+        b = None if bias is None else xp.broadcast_to(bias, (x2.shape[0], w.shape[1]))
+        return matmul(x2, w, bias=b).reshape(out_shape)
+    low = dt in LOW_PRECISION
+    if low:
+        x2, w = x2.astype(np.float32), w.astype(np.float32)
+    y = matmul(x2, w).reshape(out_shape)
     if bias is not None:
-        _check_bias(bias.shape, bias.dtype, y.shape, y.dtype)
-        y += bias
-    return y
+        y += bias.astype(np.float32) if low else bias
+    return cast(y, D.from_np(dt)) if low else y
 
 
 @linear.def_meta

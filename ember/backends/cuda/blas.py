@@ -128,11 +128,16 @@ def _as_gemm_operand(a):
     return a, trans, ld, strides[-1] // item
 
 
-def matmul(a, b, out=None):
-    """``a @ b`` (numpy's matmul semantics) on CuPy arrays."""
+def matmul(a, b, out=None, bias=None):
+    """``a @ b`` (numpy's matmul semantics) on CuPy arrays; ``bias`` (of the result's shape,
+    broadcast views welcome) is added in the product's float32 accumulator, so a half-precision
+    ``a @ b + bias`` rounds once, as PyTorch's addmm."""
     cp = cupy()
     if a.dtype != b.dtype or a.dtype not in TYPES or a.ndim == 0 or b.ndim == 0:
-        return cp.matmul(a, b) if out is None else cp.matmul(a, b, out=out)
+        r = cp.matmul(a, b) if out is None else cp.matmul(a, b, out=out)
+        if bias is not None:
+            r += bias
+        return r
     vec_a, vec_b = a.ndim == 1, b.ndim == 1
     if vec_a:
         a = a[None, :]
@@ -150,13 +155,16 @@ def matmul(a, b, out=None):
         count *= s
     if out is None:
         out = cp.empty(shape, a.dtype)
+    if bias is not None:
+        out[...] = bias
     if count and m and n:
         if k == 0:
-            out.fill(0)
+            if bias is None:
+                out.fill(0)
         else:
             a = cp.broadcast_to(a, (*batch, m, k))
             b = cp.broadcast_to(b, (*batch, k, n))
-            _gemm(a, b, out, m, n, k, count)
+            _gemm(a, b, out, m, n, k, count, beta=0 if bias is None else 1)
     if vec_a:
         out = out[..., 0, :]
     if vec_b:
@@ -164,21 +172,24 @@ def matmul(a, b, out=None):
     return out
 
 
-def _gemm(a, b, c, m, n, k, count) -> None:
+def _gemm(a, b, c, m, n, k, count, beta=0) -> None:
     cp = cupy()
     a, ta, lda, sa = _as_gemm_operand(a)
     b, tb, ldb, sb = _as_gemm_operand(b)
     dtype_id, compute, scalar = TYPES[a.dtype]
     if compute == COMPUTE_32F and a.dtype == np.float32 and settings.allow_tf32():
         compute = COMPUTE_32F_FAST_TF32
-    one, zero = scalar(1), scalar(0)
+    one, c_scale = scalar(1), scalar(beta)
     device = cp.cuda.runtime.getDevice()
     hd, lib = handle(device), library()
     _check(lib.cublasSetStream_v2(hd, cp.cuda.get_current_stream().ptr), "cublasSetStream")
     # column-major: C^T (n x m) = B^T (n x k) . A^T (k x m)
     _check(lib.cublasGemmStridedBatchedEx(
         hd, OP_T if tb else OP_N, OP_T if ta else OP_N, n, m, k, ctypes.byref(one),
-        b.data.ptr, dtype_id, ldb, sb, a.data.ptr, dtype_id, lda, sa, ctypes.byref(zero),
+        b.data.ptr, dtype_id, ldb, sb, a.data.ptr, dtype_id, lda, sa, ctypes.byref(c_scale),
         c.data.ptr, dtype_id, n, m * n, count, compute, GEMM_DEFAULT),
         f"cublasGemmStridedBatchedEx(handle, {'T' if tb else 'N'}, {'T' if ta else 'N'}, "
         f"{n}, {m}, {k}, ..., batch {count}, {a.dtype})")
+
+
+matmul.widens_half = True  # float16/bfloat16 accumulate in float32 and round once (linalg.py)
