@@ -214,3 +214,22 @@ def test_generated_kernels_need_no_torch():
     r = subprocess.run([sys.executable, "-c", NO_TORCH], capture_output=True, text=True,
                        env=env, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_complex_operands_use_the_handler():
+    """Triton has no complex types: such calls compute through the array module's handler."""
+    before = pointwise.STATS["launches"]
+    z = ember.tensor([1 + 2j, -0.5j], dtype=ember.complex64)
+    got = ember.exp(z)
+    np.testing.assert_allclose(got.numpy(), np.exp(z.numpy()), rtol=1e-6)
+    assert pointwise.STATS["launches"] == before
+
+
+def test_numbers_are_passed_at_launch_not_compiled_in(monkeypatch):
+    monkeypatch.setattr(pointwise, "_KERNELS", {})
+    x = ember.linspace(-1, 1, 13).bfloat16()  # a shape no other test plans
+    for lo in (-0.5, -0.25, 0.1):
+        got = ember.clamp(x, min=lo)
+        want = torch.clamp(torch.linspace(-1, 1, 13).bfloat16(), min=lo)
+        check(got, want, "bfloat16")
+    assert pointwise.STATS["emitted"] == 1  # one kernel for every bound

@@ -10,6 +10,7 @@ contiguous output and launches one kernel.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 
@@ -17,10 +18,13 @@ import numpy as np
 
 from ... import _dtype as D
 from ...codegen import cache
-from ...codegen.triton.pointwise import Operand, emit
+from ...codegen.triton.pointwise import Number, Operand, emit
+from ...codegen.triton.scalar_ops import TL_DTYPE
 from . import triton_adapter as adapter
 
 BLOCK = 1024
+NUMBERS = {float: "float", int: "int", bool: "bool"}
+CODEGEN_DTYPES = frozenset(d.np for d in TL_DTYPE)
 _KERNELS: dict = {}
 STATS = {"emitted": 0, "launches": 0}
 
@@ -32,23 +36,38 @@ def compile(defn, xp):
     name = getattr(defn, "__name__", "pointwise").strip("<>_") or "pointwise"
     plans: dict = {}  # the operands' shapes, strides, dtypes and constants -> Plan
 
+    fallback = None
+
     def kernel(*operands):
+        nonlocal fallback
+        if any(type(a) is array_type and a.dtype not in CODEGEN_DTYPES for a in operands):
+            # complex (and float8): no Triton spelling; the array module's handler computes
+            if fallback is None:
+                from ..xp_ops import handler
+                fallback = functools.partial(defn, handler(xp))
+            return fallback(*operands)
         key = tuple((a.shape, a.strides, a.dtype) if type(a) is array_type else
                     (type(a), repr(a)) for a in operands)
+        if any(type(a) in NUMBERS for a in operands) and not any(
+                type(a) is array_type and a.dtype == np.float64 for a in operands):
+            key = tuple(k if type(a) not in NUMBERS else (type(a),)  # passed at launch
+                        for a, k in zip(operands, key))
         plan = plans.get(key)
         if plan is None:
             if len(plans) > 4096:  # shapes that keep changing: start over
                 plans.clear()
             plan = plans[key] = _plan(defn, name, array_type, operands)
-        fn, out_dtype, shape, n, grid, tail = plan
+        fn, out_dtype, shape, n, grid, tail, passed = plan
         out = xp.empty(shape, out_dtype)
         if n:
             STATS["launches"] += 1
+            arrays = (out, *(a for a in operands if type(a) is array_type))
             if adapter.interpreting():
-                args = [out, *(a for a in operands if type(a) is array_type)]
+                args = list(arrays)
             else:
-                args = [adapter.Pointer(a.data.ptr, a.dtype) for a in
-                        (out, *(a for a in operands if type(a) is array_type))]
+                args = [adapter.Pointer(a.data.ptr, a.dtype) for a in arrays]
+            if passed:
+                args += [operands[i] for i in passed]
             adapter.launch(fn, grid, args + tail, BLOCK=BLOCK)
         return out
     kernel.__name__ = f"triton_{name}"
@@ -63,9 +82,15 @@ def _plan(defn, name, array_type, operands):
     n = 1
     for s in shape:
         n *= s
-    layouts, strided = [], []
-    for a in operands:
-        if type(a) is not array_type:
+    layouts, strided, passed = [], [], []
+    # numbers are passed at launch, except beside float64 tensors (Triton passes a Python
+    # float as float32; those are baked into the source, exact)
+    by_value = not any(a.dtype == np.float64 for a in arrays)
+    for i, a in enumerate(operands):
+        if type(a) in NUMBERS and by_value:
+            layouts.append(Number(NUMBERS[type(a)]))
+            passed.append(i)
+        elif type(a) is not array_type:
             layouts.append(a)
         elif a.size == 1:
             layouts.append(Operand(D.from_np(a.dtype), "scalar"))
@@ -83,7 +108,7 @@ def _plan(defn, name, array_type, operands):
     tail = [n, *sizes]
     for st in strides:
         tail += st
-    return fn, out_dtype.np, shape, n, ((n + BLOCK - 1) // BLOCK,), tail
+    return fn, out_dtype.np, shape, n, ((n + BLOCK - 1) // BLOCK,), tail, tuple(passed)
 
 
 def _key(o):

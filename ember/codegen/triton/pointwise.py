@@ -29,6 +29,13 @@ class Operand(NamedTuple):
     layout: str  # "dense", "scalar" or "strided"
 
 
+class Number(NamedTuple):
+    """A Python number passed at launch (not baked into the source): weakly typed, it takes
+    its partner's dtype in every primitive, as PyTorch's wrapped numbers do."""
+
+    kind: str  # "float", "int" or "bool"
+
+
 class Kernel(NamedTuple):
     source: str
     name: str
@@ -43,8 +50,12 @@ def emit(defn, operands: tuple, ndim: int, name: str = "kernel") -> Kernel:
     ops = TritonScalarOps()
     strided = any(isinstance(o, Operand) and o.layout == "strided" for o in operands)
     idx_dims = ndim if strided else 0
-    params, loads, arrays, args = ["out_ptr"], [], [], []
+    params, loads, arrays, args, numbers = ["out_ptr"], [], [], [], []
     for i, o in enumerate(operands):
+        if isinstance(o, Number):
+            numbers.append(f"s{i}")
+            args.append(Value(f"s{i}", None))
+            continue
         if not isinstance(o, Operand):
             args.append(o)
             continue
@@ -63,6 +74,7 @@ def emit(defn, operands: tuple, ndim: int, name: str = "kernel") -> Kernel:
             load += ".to(tl.float32)"
         loads.append(f"x{i} = {load}")
         args.append(Value(f"x{i}", o.dtype))
+    params += numbers
     params.append("n")
     sizes = [f"size{d}" for d in range(idx_dims)]
     params += sizes
@@ -73,8 +85,12 @@ def emit(defn, operands: tuple, ndim: int, name: str = "kernel") -> Kernel:
     if not isinstance(result, Value):
         raise TypeError(f"{name}: a definition returns a value a primitive computed")
     out_dt = result.dtype
+    if result.dtype is None:
+        raise TypeError(f"{name}: a definition's result depends on its tensors, not only on "
+                        "numbers")
+    out_dt = result.dtype
     lines = [
-        "@triton.jit",
+        f"@triton.jit(do_not_specialize={numbers!r})" if numbers else "@triton.jit",
         f"def {name}({', '.join(params)}, BLOCK: tl.constexpr):",
         "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
         "    mask = offs < n",

@@ -76,12 +76,15 @@ class TritonScalarOps(ScalarOps):
         return Value(name, dtype)
 
     def _typed(self, *operands) -> tuple[list[str], D.dtype]:
-        """The operands as expressions of one dtype (Python numbers take their partner's)."""
-        dts = [a.dtype for a in operands if isinstance(a, Value)]
+        """The operands as expressions of one dtype: Python numbers, and numbers passed at
+        launch (values of dtype None), take their partner's."""
+        dts = [a.dtype for a in operands if isinstance(a, Value) and a.dtype is not None]
         if not dts:
-            raise TypeError("a primitive needs at least one kernel value operand")
+            raise TypeError("a primitive needs at least one tensor operand")
         dt = dts[0]
-        return [a if isinstance(a, Value) else literal(a, dt) for a in operands], dt
+        return [a if isinstance(a, Value) and a.dtype is not None else
+                f"{a}.to({compute_tl(dt)})" if isinstance(a, Value) else literal(a, dt)
+                for a in operands], dt
 
     def _binary(self, fmt: str, a, b, out: D.dtype | None = None) -> Value:
         (x, y), dt = self._typed(a, b)
