@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as D
-from ..backends.xp_ops import interpret
+from ..backends.xp_ops import COMPILERS, interpret
 from .bind import tensor_method
 from .pointwise import kind, promoted_op as binop, to_compute, type_name
 from ..backends.base import ARRAY_TYPES
@@ -77,9 +77,37 @@ def _scaled(xp, other, alpha, negate=False):
     return other * to_compute(xp, alpha, other.dtype)
 
 
-@binop(inplace=True)
+# the arithmetic as definitions, for backends that compile them (CUDA: one Triton kernel);
+# numpy keeps its ufuncs (and the CPU backend its threaded and fused overrides)
+_sum = interpret(lambda ops, a, b: ops.add(a, b))
+_sum_scaled = interpret(lambda ops, a, b, alpha: ops.add(a, ops.mul(b, alpha)))
+_difference = interpret(lambda ops, a, b: ops.sub(a, b))
+_difference_scaled = interpret(lambda ops, a, b, alpha: ops.sub(a, ops.mul(b, alpha)))
+_product = interpret(lambda ops, a, b: ops.mul(a, b))
+_quotient = interpret(lambda ops, a, b: ops.div(a, b))
+for _fn, _name in ((_sum, "add"), (_sum_scaled, "add_scaled"), (_difference, "sub"),
+                   (_difference_scaled, "sub_scaled"), (_product, "mul"), (_quotient, "div")):
+    _fn.kernels.defn.__name__ = _name
+
+
+def _compiles(xp, a, b) -> bool:
+    """Whether ``xp``'s backend compiles pointwise definitions for these operands (promoted
+    to one real dtype, not bool: bool arithmetic is logic here; a Python number beside an
+    array is passed to the kernel as it is, see promoted_op)."""
+    if xp not in COMPILERS:
+        return False
+    t = a if type(a) in ARRAY_TYPES else b
+    return type(t) in ARRAY_TYPES and kind(t) in "fi"
+
+
+@binop(inplace=True, compiled=True)
 def add(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
     """``add(input, other, *, alpha=1)``: input + alpha * other."""
+    if _compiles(xp, input, other):
+        if alpha == 1 and type(alpha) is int:
+            return _sum(xp, input, other)
+        _check_alpha(alpha, kind(input if type(input) in ARRAY_TYPES else other))
+        return _sum_scaled(xp, input, other, alpha)
     other = _scaled(xp, other, alpha)
     return xp.logical_or(input, other) if input.dtype == np.bool_ else xp.add(input, other)
 
@@ -102,9 +130,14 @@ def _check_sub(raw, rt, kwargs):
                            "operator instead.")
 
 
-@binop(inplace=True, check=_check_sub)
+@binop(inplace=True, check=_check_sub, compiled=True)
 def sub(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, alpha=1):
     """``sub(input, other, *, alpha=1)``: input - alpha * other."""
+    if _compiles(xp, input, other):
+        if alpha == 1 and type(alpha) is int:
+            return _difference(xp, input, other)
+        _check_alpha(alpha, kind(input if type(input) in ARRAY_TYPES else other))
+        return _difference_scaled(xp, input, other, alpha)
     if input.dtype.kind == "c":
         return xp.add(input, _scaled(xp, other, alpha, negate=True))
     return xp.subtract(input, _scaled(xp, other, alpha))
@@ -116,9 +149,11 @@ def _(ctx, g):
     return g, (-g if a == 1 else -g * _conj(a))
 
 
-@binop(inplace=True, saves=("input", "other"))
+@binop(inplace=True, saves=("input", "other"), compiled=True)
 def mul(xp, input: "Scalar|Tensor", other: "Scalar|Tensor"):
     """``mul(input, other)``."""
+    if _compiles(xp, input, other):
+        return _product(xp, input, other)
     if input.dtype == np.bool_:
         return xp.logical_and(input, other)
     return xp.multiply(input, other)
@@ -153,10 +188,12 @@ def _check_div(raw, rt, kwargs):
         raise NotImplementedError(f'"div_{mode}_cpu" not implemented for \'{D.TYPE_NAME[rt]}\'')
 
 
-@binop(_div_kind, inplace=True, check=_check_div, saves=("input", "other"))
+@binop(_div_kind, inplace=True, check=_check_div, saves=("input", "other"), compiled=True)
 def div(xp, input: "Scalar|Tensor", other: "Scalar|Tensor", *, rounding_mode=None):
     """``div(input, other, *, rounding_mode=None)``: true division, or rounded ("trunc",
     "floor"; integer results stay integral and division by zero raises)."""
+    if rounding_mode is None and _compiles(xp, input, other):
+        return _quotient(xp, input, other)
     if rounding_mode is None:
         return xp.true_divide(input, other)
     return _rounded_division(xp, input, other, rounding_mode, "div")

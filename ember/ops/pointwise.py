@@ -97,6 +97,9 @@ def to_compute(xp, v, npdt):
     return xp.asarray(v).astype(npdt)
 
 
+_LAUNCH_NUMBERS = (int, float, bool)
+
+
 def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, check=None,
                 promote_args=None, name=None, **options):
     """Register a pointwise op whose impl receives its operands promoted to one compute type,
@@ -121,7 +124,9 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
         last = max(ppos) if ppos else -1
         rest = ppos[1:]
         fixed = None if callable(promote) else promote
-        defined = hasattr(fn, "kernels")  # a definition over the primitives (interpret)
+        # a definition over the primitives (interpret), or an impl that calls compiled ones
+        # where the backend compiles them (``compiled=True``: add, sub, mul, div)
+        defined = hasattr(fn, "kernels") or options.pop("compiled", False)
         # promoted operands without a default may not be None (``x.mul(None)``)
         required = [(j, n) for j, (n, p) in enumerate(zip(pnames, (params[i] for i in ppos)))
                     if p.default is p.empty]
@@ -175,9 +180,13 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
                 if refuse and c in refuse:
                     raise refuse[c][0](refuse[c][1].format(T=D.TYPE_NAME[rt]))
                 raise not_implemented(opname, xp.empty(0, rt.np))
+            compiled = defined and xp in COMPILERS and ct.kind in "fiu"
             for i in ppos:
                 if i < len(args):
-                    args[i] = to_compute(xp, args[i], cnp)
+                    v = args[i]
+                    if compiled and type(v) in _LAUNCH_NUMBERS and -2**63 <= v < 2**63:
+                        continue  # a compiled kernel takes the number at launch, weakly typed
+                    args[i] = to_compute(xp, v, cnp)
             res = fn(xp, *args, **kwargs)
             if isinstance(res, np.generic):  # numpy hands back scalars for 0-d operands
                 res = xp.asarray(res)

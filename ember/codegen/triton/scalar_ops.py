@@ -83,7 +83,7 @@ class TritonScalarOps(ScalarOps):
             raise TypeError("a primitive needs at least one tensor operand")
         dt = dts[0]
         return [a if isinstance(a, Value) and a.dtype is not None else
-                f"{a}.to({compute_tl(dt)})" if isinstance(a, Value) else literal(a, dt)
+                f"tl.cast({a}, {compute_tl(dt)})" if isinstance(a, Value) else literal(a, dt)
                 for a in operands], dt
 
     def _binary(self, fmt: str, a, b, out: D.dtype | None = None) -> Value:
