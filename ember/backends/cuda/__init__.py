@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import warnings
 
-from . import backend
+from . import backend, random_ops
+
+if backend.BACKEND is not None:  # Philox draws for the sampling ops
+    random_ops.register(backend.BACKEND)
 
 _PRECISIONS = ("highest", "high", "medium")
 _STATE = {"precision": "highest", "fp32_precision": "none"}
