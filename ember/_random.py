@@ -130,7 +130,11 @@ class Generator:
 
     def clone_state(self) -> "Generator":
         """A new generator with this one's device and current state."""
-        g = Generator(self._device)
+        if self._philox is not None:
+            p = self._philox
+            g = Generator._of_stream(self._device, _philox.PhiloxState(p.backend, p.index, 0))
+        else:
+            g = Generator(self._device)
         g._load_state_bytes(self._state_bytes())
         return g
 

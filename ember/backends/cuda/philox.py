@@ -152,19 +152,22 @@ def _target(out):
     return out.view(np.uint8) if out.dtype == np.bool_ else out
 
 
-def _launch(kernel, n: int, args: list, state: PhiloxState, block: int, **constexprs) -> None:
+def _launch(kernel, n: int, args: list, state: PhiloxState, block: int | None,
+            **constexprs) -> None:
     """``kernel`` over ``n`` elements (``args``: its runtime arguments, the state buffer and
-    ``n`` included), then the state's offset moved on by ``n``: two launches on the current
-    stream of the state's device."""
+    ``n`` included) in blocks of ``block`` (``BLOCK`` when None; the values do not depend on
+    it), then the state's offset moved on by ``n``: two launches on the current stream of the
+    state's device."""
     if n == 0:
         return
+    block = block or BLOCK
     with state.on_device():
         adapter.launch(kernel, ((n + block - 1) // block,), args, BLOCK=block, **constexprs)
         adapter.launch(_kernels().advance_kernel, (1,), [_ptr(state.buffer), n])
 
 
 def uniform_(out, state: PhiloxState, low: float = 0.0, width: float = 1.0,
-             block: int = BLOCK):
+             block: int | None = None):
     """Fill ``out`` (contiguous, float16/bfloat16/float32/float64) with ``low + width * u``,
     ``u`` uniform on [0, 1) at the dtype's precision; computed in float32 (float64 for a
     float64 ``out``). Returns ``out``."""
@@ -176,7 +179,8 @@ def uniform_(out, state: PhiloxState, low: float = 0.0, width: float = 1.0,
     return out
 
 
-def normal_(out, state: PhiloxState, mean: float = 0.0, std: float = 1.0, block: int = BLOCK):
+def normal_(out, state: PhiloxState, mean: float = 0.0, std: float = 1.0,
+            block: int | None = None):
     """Fill ``out`` (contiguous float) with ``mean + std * z``, ``z`` standard normal; computed
     in float32 (float64 for a float64 ``out``). Returns ``out``."""
     target = _target(out)
@@ -186,7 +190,7 @@ def normal_(out, state: PhiloxState, mean: float = 0.0, std: float = 1.0, block:
     return out
 
 
-def bernoulli_(out, state: PhiloxState, p, block: int = BLOCK):
+def bernoulli_(out, state: PhiloxState, p, block: int | None = None):
     """Fill ``out`` (contiguous, any real or bool dtype) with 1 with probability ``p`` and 0
     otherwise: ``p`` a number in [0, 1], or a contiguous float array of ``out``'s shape.
     Returns ``out``."""

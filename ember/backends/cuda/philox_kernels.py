@@ -128,12 +128,19 @@ def normal_kernel(out_ptr, state_ptr, n, mean_hi, mean_lo, std_hi, std_lo,
 
 
 @triton.jit
+def _zero_one(hit, out_ptr):
+    """0/1 in out's element type, through float32 (the interpreter casts booleans to bfloat16
+    by their bits)."""
+    return hit.to(tl.float32).to(out_ptr.dtype.element_ty)
+
+
+@triton.jit
 def bernoulli_scalar_kernel(out_ptr, state_ptr, n, threshold, BLOCK: tl.constexpr):
     """``out[i] = 1`` with probability ``threshold / 2**32`` (word 0 below the threshold), else
     0, in out's dtype."""
     idx, x0, x1, x2, x3 = _words(state_ptr, BLOCK)
     hit = x0.to(tl.int64) < tl.cast(threshold, tl.int64)
-    tl.store(out_ptr + idx, hit.to(out_ptr.dtype.element_ty), mask=idx < n)
+    tl.store(out_ptr + idx, _zero_one(hit, out_ptr), mask=idx < n)
 
 
 @triton.jit
@@ -147,7 +154,7 @@ def bernoulli_tensor_kernel(out_ptr, p_ptr, state_ptr, n, BLOCK: tl.constexpr,
     p = tl.load(p_ptr + idx, mask=mask, other=0.0)
     u = _unit(x0, x1, DIGITS)
     hit = u < p.to(u.dtype)
-    tl.store(out_ptr + idx, hit.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_ptr + idx, _zero_one(hit, out_ptr), mask=mask)
 
 
 @triton.jit
