@@ -23,6 +23,7 @@ from ember import _random
 from ember.backends import cpu
 from ember.backends.cuda import philox, random_ops, triton_adapter
 from ember.ops.registry import OPS
+from philox_ref import KAT, philox_ref, words
 
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
@@ -35,41 +36,6 @@ _words = philox_kernels._words
 def interpreted():
     if not triton_adapter.interpreting():  # conftest sets it where there is no GPU
         pytest.skip("runs where Triton interprets (TRITON_INTERPRET=1, set without a GPU)")
-
-
-# ---------------------------------------------------------------------- a reference Philox
-_M = (0xD2511F53, 0xCD9E8D57)
-_W = (0x9E3779B9, 0xBB67AE85)
-_MASK = np.uint64(0xFFFFFFFF)
-
-
-def philox_ref(ctr, key) -> list:
-    """Philox 4x32-10 (Salmon et al. 2011) in numpy: ``ctr`` four words (arrays), ``key`` two."""
-    c = [np.asarray(x, np.uint64) for x in ctr]
-    k = [np.uint64(x) for x in key]
-    for _ in range(10):
-        p0, p1 = c[0] * np.uint64(_M[0]), c[2] * np.uint64(_M[1])
-        c = [(p1 >> np.uint64(32)) ^ c[1] ^ k[0], p1 & _MASK,
-             (p0 >> np.uint64(32)) ^ c[3] ^ k[1], p0 & _MASK]
-        k = [(k[0] + np.uint64(_W[0])) & _MASK, (k[1] + np.uint64(_W[1])) & _MASK]
-    return c
-
-
-def words(seed: int, offset: int, n: int) -> list:
-    """The four words ember's element ``i`` uses: counter ``offset + i`` (low, high, 0, 0),
-    key ``seed`` (low, high)."""
-    ctr = np.arange(n, dtype=np.uint64) + np.uint64(offset)
-    zero = np.zeros(n, np.uint64)
-    return philox_ref((ctr & _MASK, ctr >> np.uint64(32), zero, zero),
-                      (seed & 0xFFFFFFFF, seed >> 32))
-
-
-KAT = [  # Random123's known-answer vectors for philox4x32-10
-    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
-    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
-    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
-     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
-]
 
 
 @pytest.mark.parametrize("ctr,key,expected", KAT)
@@ -362,6 +328,21 @@ def test_default_dtype_and_like_dtype(philox_on_cpu):
         is ember.float64
 
 
+def test_normal_op(philox_on_cpu):
+    ember.manual_seed(4)
+    x = ember.normal(2.0, 3.0, size=(20000,))
+    assert x.dtype is ember.float32 and philox_on_cpu.get()[1] == 20000
+    assert abs(float(x.mean()) - 2) < 0.1 and abs(float(x.std()) - 3) < 0.1
+    y = ember.normal(ember.full((4, 5000), 1.0), ember.full((1, 5000), 2.0))
+    assert tuple(y.shape) == (4, 5000) and philox_on_cpu.get()[1] == 40000
+    assert abs(float(y.mean()) - 1) < 0.1 and abs(float(y.std()) - 2) < 0.1
+    z = ember.normal(0.5, ember.full((5000,), 0.1, dtype=ember.float64))
+    assert z.dtype is ember.float64 and abs(float(z.mean()) - 0.5) < 0.01
+    h = ember.normal(ember.zeros(5000, dtype=ember.float16), 1.0)
+    assert h.dtype is ember.float16 and abs(float(h.float().std()) - 1) < 0.05
+    assert philox_on_cpu.get()[1] == 50000
+
+
 def test_bernoulli_ops(philox_on_cpu):
     ember.manual_seed(2)
     p = ember.full((4000,), 0.25)
@@ -411,6 +392,10 @@ ERRORS = {
     "bernoulli int probs": lambda m: m.bernoulli(m.zeros(3, dtype=m.int64)),
     "bernoulli int p": lambda m: m.empty(3).bernoulli_(m.zeros(3, dtype=m.int64)),
     "randn_like int": lambda m: m.randn_like(m.zeros(3, dtype=m.int64)),
+    "normal negative tensor std": lambda m: m.normal(m.zeros(3), m.full((3,), -1.0)),
+    "normal negative std": lambda m: m.normal(m.zeros(3), -1.0),
+    "normal floats without size": lambda m: m.normal(0.0, 1.0),
+    "normal int mean": lambda m: m.normal(m.zeros(3, dtype=m.int64), 1.0),
     "generator not a generator": lambda m: m.rand(3, generator=5),
 }
 

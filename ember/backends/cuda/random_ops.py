@@ -3,6 +3,7 @@ numpy's generator.
 
     rand, rand_like, randn, randn_like    fresh float16/bfloat16/float32/float64 arrays
     uniform, normal_functional            what ``x.uniform_()`` and ``x.normal_()`` write
+    normal                                ``ember.normal`` (float or tensor mean and std)
     bernoulli, bernoulli_functional       0/1 draws (``x.bernoulli_(p)``: dropout's mask)
 
 Each takes the op's arguments as the impl gets them (ops/random.py) and draws from the
@@ -137,6 +138,43 @@ def make(backend) -> dict:
         st = state_of(generator, index)
         return None if st is None else philox.normal_(new(input.shape, dt, index), st, m, s)
 
+    def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None, **_):
+        arrays = [a for a in (mean, std) if isinstance(a, backend.array_type)]
+        if not arrays:  # normal(mean: float, std: float, size)
+            shape = None if size is None else _shape((size,), None)
+            dt, m, s = _float_dt(D.get_default_dtype() if dtype is None else dtype), \
+                _number(mean), _number(std)
+            if shape is None or dt is None or m is None or s is None or not s >= 0:
+                return None
+            index = index_of(device)
+            st = state_of(generator, index)
+            return None if st is None else philox.normal_(new(shape, dt, index), st, m, s)
+        # tensor mean and/or std: the impl's arithmetic on one standard normal draw
+        dt = _float_dt(D.from_np(arrays[0].dtype))
+        if size is not None or dt is None or any(a.dtype.kind != "f" for a in arrays):
+            return None
+        if any(not isinstance(v, backend.array_type) and _number(v) is None
+               for v in (mean, std)):
+            return None
+        xp = backend.xp
+        if isinstance(std, backend.array_type):
+            if not bool(xp.all(std >= 0)):  # the impl's check (it synchronises)
+                return None
+        elif not std >= 0:
+            return None
+        comp = D.float64 if dt is D.float64 else D.float32
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        index = index_of(None, arrays[0])
+        st = state_of(generator, index)
+        if st is None:
+            return None
+        noise = philox.normal_(new(shape, comp, index), st)
+        if isinstance(mean, backend.array_type):
+            mean = mean.astype(np.result_type(comp.np, mean.dtype), copy=False)
+        if isinstance(std, backend.array_type):
+            std = std.astype(comp.np, copy=False)
+        return xp.asarray(mean + std * noise).astype(dt.np, copy=False)
+
     def draw_bernoulli(input, p):
         """0/1 of input's dtype and shape with probability ``p`` (a number, or an array of
         this backend broadcasting to input's shape), or None where the impl decides."""
@@ -179,7 +217,7 @@ def make(backend) -> dict:
 
     return {"rand": factory(philox.uniform_), "randn": factory(philox.normal_),
             "rand_like": like(philox.uniform_), "randn_like": like(philox.normal_),
-            "uniform": uniform, "normal_functional": normal_functional,
+            "uniform": uniform, "normal_functional": normal_functional, "normal": normal,
             "bernoulli": bernoulli, "bernoulli_functional": bernoulli_functional}
 
 
