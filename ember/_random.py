@@ -249,19 +249,22 @@ def set_rng_state(new_state: Tensor) -> None:
 @contextlib.contextmanager
 def fork_rng(devices=None, enabled: bool = True, _caller: str = "fork_rng",
              _devices_kw: str = "devices", device_type: str | None = None) -> Iterator[None]:
-    """Context manager: the default generator's state is restored on exit."""
+    """Context manager: the default generator's state is restored on exit, and so are the
+    CUDA devices' default streams (those of ``devices``; all when None)."""
     if not enabled:
         yield
         return
     state = default_generator._state_bytes()
     wanted = None if devices is None else {_cuda_index(d) for d in devices}
-    cuda = {key: st for key, st in _philox.snapshot().items()
-            if key[0] == "cuda" and (wanted is None or key[1] in wanted)}
+
+    def forked(key) -> bool:
+        return key[0] == "cuda" and (wanted is None or key[1] in wanted)
+    cuda = _philox.snapshot(forked)
     try:
         yield
     finally:
         default_generator._load_state_bytes(state)
-        _philox.restore(cuda)
+        _philox.restore(cuda, forked)
 
 
 def _cuda_index(d) -> int:

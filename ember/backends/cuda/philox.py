@@ -118,14 +118,20 @@ def manual_seed_all(seed: int) -> None:
         st.manual_seed(seed)
 
 
-def snapshot() -> dict:
-    """The default streams' ``(seed, offset)`` (``fork_rng`` restores them)."""
-    return {key: st.get() for key, st in list(_DEFAULTS.items())}
+def snapshot(which) -> dict:
+    """The ``(seed, offset)`` of the default streams whose key (backend name, device index)
+    ``which`` accepts (``fork_rng`` restores them)."""
+    return {key: st.get() for key, st in list(_DEFAULTS.items()) if which(key)}
 
 
-def restore(saved: dict) -> None:
-    for key, (seed, offset) in saved.items():
-        _DEFAULTS[key].set(seed, offset)
+def restore(saved: dict, which) -> None:
+    """Put the default streams ``which`` accepts back where ``snapshot`` found them; one made
+    since starts over (its seed, offset 0), as if it had not drawn."""
+    for key, st in list(_DEFAULTS.items()):
+        if key in saved:
+            st.set(*saved[key])
+        elif which(key):
+            st.manual_seed(st.seed)
 
 
 # ---------------------------------------------------------------------- draws

@@ -74,9 +74,10 @@ def _unit(a, b, DIGITS: tl.constexpr):
     ``a`` and ``b`` (DIGITS == 53)."""
     if DIGITS == 53:
         k = ((a >> 5).to(tl.uint64) << 26) | (b >> 6).to(tl.uint64)
-        return k.to(tl.float64) * 1.1102230246251565e-16  # 2**-53
+        u = k.to(tl.float64) * 1.1102230246251565e-16  # 2**-53
     else:
-        return (a >> (32 - DIGITS)).to(tl.float32) * (1.0 / (1 << DIGITS))
+        u = (a >> (32 - DIGITS)).to(tl.float32) * (1.0 / (1 << DIGITS))
+    return u
 
 
 @triton.jit
@@ -84,9 +85,10 @@ def _open_unit(a, b, DIGITS: tl.constexpr):
     """(0, 1] at ``DIGITS`` bits (24 or 53): a logarithm's argument."""
     if DIGITS == 53:
         k = ((a >> 5).to(tl.uint64) << 26) | (b >> 6).to(tl.uint64)
-        return (k.to(tl.float64) + 1.0) * 1.1102230246251565e-16
+        u = (k.to(tl.float64) + 1.0) * 1.1102230246251565e-16
     else:
-        return ((a >> 8).to(tl.float32) + 1.0) * 5.9604644775390625e-08  # 2**-24
+        u = ((a >> 8).to(tl.float32) + 1.0) * 5.9604644775390625e-08  # 2**-24
+    return u
 
 
 @triton.jit
