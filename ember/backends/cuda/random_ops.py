@@ -86,6 +86,9 @@ def make(backend) -> dict:
             return philox.default_state(backend, index)
         st = getattr(generator, "_philox", None)
         if st is not None and st.backend is backend:
+            if st.index != index:  # its state buffer lives on another device
+                raise RuntimeError(f"The generator is on {backend.name}:{st.index}, but the "
+                                   f"tensor it fills is on {backend.name}:{index}")
             return st
         dev = getattr(generator, "device", None)
         kind = getattr(dev, "type", None)
