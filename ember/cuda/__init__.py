@@ -6,13 +6,19 @@ bookkeeping queries answer zero, empty or False; seeding has no CUDA generator t
 does nothing; and every call that needs a device (``current_device``, ``synchronize``,
 ``get_device_name``, ``current_stream``, ...) raises AssertionError, as ``torch.cuda`` does
 there. With the backend, the device queries, synchronisation and the memory pool's numbers
-answer from CuPy (``_GPU`` below); streams, events and the CUDA generator are still to come.
+answer from CuPy (``_GPU`` below), and seeding reaches each device's Philox generator
+(``default_generators``; ember/_random.py, backends/cuda/philox.py); streams and events are
+still to come.
 """
 
 from __future__ import annotations
 
+import secrets
+
+from .. import _random
 from .._device import OutOfMemoryError  # noqa: F401
 from ..backends.cuda import backend as _cuda_backend
+from ..backends.cuda import philox as _philox
 
 _NOT_AVAILABLE = ("ember: CUDA is not available: this version of ember has only the CPU backend "
                   "(no CUDA device can be used)")
@@ -212,9 +218,70 @@ class _GPUDevice:
         return False
 
 
+# ---------------------------------------------------------------------- the Philox generators
+def _generator(device=None):
+    """The default generator of ``device`` (the current device when None or "cuda")."""
+    return _random.cuda_generator(_index(device))
+
+
+def _gpu_manual_seed(seed) -> None:
+    """Seed the current device's generator (nothing to seed without a GPU)."""
+    seed = int(seed)
+    if is_available():
+        _generator().manual_seed(seed)
+
+
+def _gpu_manual_seed_all(seed) -> None:
+    """Seed every device's generator, those not used yet included."""
+    _philox.manual_seed_all(_random._seed_value(int(seed)))
+
+
+def _gpu_seed() -> None:
+    if is_available():
+        _generator().seed()
+
+
+def _gpu_seed_all() -> None:
+    _philox.manual_seed_all(secrets.randbits(64))
+
+
+def _gpu_initial_seed() -> int:
+    return _generator().initial_seed()
+
+
+def _gpu_get_rng_state(device="cuda"):
+    """The generator state of ``device`` as a uint8 CPU tensor (seed, offset: 16 bytes)."""
+    return _generator(device).get_state()
+
+
+def _gpu_set_rng_state(new_state, device="cuda") -> None:
+    _generator(device).set_state(new_state)
+
+
+def _gpu_get_rng_state_all() -> list:
+    return [_gpu_get_rng_state(i) for i in range(device_count())]
+
+
+def _gpu_set_rng_state_all(new_states) -> None:
+    for i, state in enumerate(new_states):
+        _gpu_set_rng_state(state, i)
+
+
+def __getattr__(name):
+    if name == "default_generators":  # one per device, made on first use (as in PyTorch)
+        n = device_count() if _backend() is not None else 0
+        return tuple(_random.cuda_generator(i) for i in range(n))
+    raise AttributeError(f"module 'ember.cuda' has no attribute '{name}'")
+
+
 if _backend() is not None:
     current_device, set_device, synchronize = _gpu_current_device, _gpu_set_device, \
         _gpu_synchronize
+    manual_seed, manual_seed_all, seed, seed_all = _gpu_manual_seed, _gpu_manual_seed_all, \
+        _gpu_seed, _gpu_seed_all
+    initial_seed, get_rng_state, set_rng_state = _gpu_initial_seed, _gpu_get_rng_state, \
+        _gpu_set_rng_state
+    get_rng_state_all, set_rng_state_all = _gpu_get_rng_state_all, _gpu_set_rng_state_all
     get_device_name, get_device_capability = _gpu_device_name, _gpu_capability
     device = _GPUDevice
 

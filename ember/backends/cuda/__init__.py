@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import warnings
 
-from . import backend
+from . import backend, random_ops
 from .settings import STATE as _STATE
+
+if backend.BACKEND is not None:  # Philox draws for the sampling ops
+    random_ops.register(backend.BACKEND)
 
 _PRECISIONS = ("highest", "high", "medium")
 

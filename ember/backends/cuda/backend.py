@@ -4,8 +4,9 @@
 Every kernel that computes through ``xp`` runs on the GPU as CuPy's kernels; a kernel marked
 ``# numpy-only`` that returns a host array has its result moved to the device by the
 dispatcher (correct, not fast), and one that is handed GPU arrays raises a clear TypeError.
+The sampling ops draw from Philox streams held on the device (philox.py, random_ops.py).
 Not yet here (the rest of the devices issue): ember's own Triton kernels, bfloat16/float8
-storage beyond what CuPy holds, the cuBLAS binding, Philox RNG, streams and events.
+storage beyond what CuPy holds, the cuBLAS binding, streams and events.
 
 ``import ember`` never imports CuPy: the backend registers when CuPy is installed, and CuPy
 is imported (and the driver initialised) at the first CUDA allocation or query.
