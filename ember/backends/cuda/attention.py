@@ -93,11 +93,14 @@ def _mask_args(mask, q, B, H, L, S):
     return _ptr(m), strides, 1 if mask.dtype == np.bool_ else 2
 
 
+# ember.backends.cuda's float32 matmul setting (that package puts its state dict here)
+MATMUL_STATE = {"precision": "highest"}
+
+
 def _precision(dtype) -> str:
     if dtype != np.float32:
         return "tf32"  # unused: half-precision operands multiply exactly either way
-    from . import _STATE
-    return "tf32" if _STATE["precision"] != "highest" else "ieee"
+    return "tf32" if MATMUL_STATE["precision"] != "highest" else "ieee"
 
 
 def forward(query, key, value, attn_mask=None, is_causal=False, scale=None):
@@ -171,3 +174,15 @@ def backward(grad_out, query, key, value, attn_mask, out, lse, is_causal=False, 
         num_warps=warps, num_stages=stages, **flags, BLOCK_M=bm, BLOCK_N=bn,
         EVEN_M=L % bm == 0, EVEN_N=S % bn == 0)
     return dq, dk, dv
+
+
+def _register() -> None:
+    """The CUDA backend's overrides of the fused attention ops (without Triton, their
+    reference impls run on CuPy)."""
+    from .backend import BACKEND, triton_installed
+    if BACKEND is not None and triton_installed():
+        BACKEND.override("_fused_attention", "kernel", forward)
+        BACKEND.override("_fused_attention_backward", "kernel", backward)
+
+
+_register()
