@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import numpy as np
 
@@ -28,7 +29,7 @@ KERNEL_LIMITS = {"dtypes": ("float16", "bfloat16", "float32"), "max_head_dim": 1
 #                     BLOCK_M BLOCK_N warps stages
 _GPU = {("fwd", 2, 64): (128, 64, 4, 3), ("fwd", 2, 128): (128, 64, 8, 3),
         ("fwd", 4, 64): (64, 32, 4, 2), ("fwd", 4, 128): (64, 32, 4, 2),
-        ("dkdv", 2, 64): (32, 128, 4, 4), ("dkdv", 2, 128): (32, 128, 8, 3),
+        ("dkdv", 2, 64): (32, 128, 4, 4), ("dkdv", 2, 128): (32, 64, 8, 3),
         ("dkdv", 4, 64): (32, 64, 4, 2), ("dkdv", 4, 128): (32, 64, 8, 2),
         ("dq", 2, 64): (128, 32, 4, 4), ("dq", 2, 128): (128, 32, 8, 3),
         ("dq", 4, 64): (64, 32, 4, 2), ("dq", 4, 128): (64, 32, 8, 2)}
@@ -46,7 +47,24 @@ def _kernels():
 def _config(kind: str, block_e: int, itemsize: int) -> tuple:
     if adapter.interpreting():
         return _INTERPRETED[kind]
-    return _GPU[(kind, min(itemsize, 4), max(64, block_e))]
+    key = (kind, min(itemsize, 4), max(64, block_e))
+    config = _overrides().get(key, _GPU[key])
+    if kind != "dkdv" and config[0] % config[1]:
+        raise ValueError(f"EMBER_SDPA_BLOCKS: {kind} needs BLOCK_M % BLOCK_N == 0, got {config}")
+    return config
+
+
+@functools.cache
+def _overrides() -> dict:
+    """Block configurations from ``EMBER_SDPA_BLOCKS`` (for tuning on a new GPU), e.g.
+    ``fwd,2,64=128,64,4,3;dq,2,64=128,32,4,4``: kind, element bytes, head-dim block =
+    BLOCK_M, BLOCK_N, warps, stages."""
+    out = {}
+    for item in filter(None, os.environ.get("EMBER_SDPA_BLOCKS", "").split(";")):
+        key, value = item.split("=")
+        kind, size, block = key.split(",")
+        out[(kind, int(size), int(block))] = tuple(int(x) for x in value.split(","))
+    return out
 
 
 def _xp(a):
