@@ -81,7 +81,53 @@ def cases():
         (f"bmm 16x1024^3 bfloat16 (x{REPEAT})", repeated(lambda lib, x, y: lib.bmm(x, y), batch, batch,
                                                   "bfloat16")),
         ("MLP 512-2048-512 train step, batch 256", mlp),
+        *_sdpa_cases(),
     ]
+
+
+SDPA_SHAPE = (8, 12, 2048, 64)  # B, H, S, D: causal bf16 attention, as a GPT block runs it
+
+
+def _sdpa_cases():
+    """Causal bf16 attention forward, and forward + backward, each library pinned to its flash
+    kernel (torch: ``sdpa_kernel(SDPBackend.FLASH_ATTENTION)``); ``REPEAT`` calls per step."""
+    rng = np.random.default_rng(1)
+    host = [rng.standard_normal(SDPA_SHAPE).astype(np.float32) for _ in range(4)]
+
+    def make(backward):
+        def build(lib):
+            q, k, v, g = (_on_gpu(lib, a, "bfloat16") for a in host)
+            if backward:
+                for t in (q, k, v):
+                    t.requires_grad_()
+            attention = lib.nn.attention
+
+            def step():
+                with attention.sdpa_kernel(attention.SDPBackend.FLASH_ATTENTION):
+                    for _ in range(REPEAT):
+                        out = lib.nn.functional.scaled_dot_product_attention(q, k, v,
+                                                                             is_causal=True)
+                        if backward:
+                            q.grad = k.grad = v.grad = None
+                            out.backward(g)
+                _sync(lib)
+            return step
+        return build
+    shape = "x".join(map(str, SDPA_SHAPE))
+    return [(f"SDPA causal {shape} bf16 fwd", make(False)),
+            (f"SDPA causal {shape} bf16 fwd+bwd", make(True))]
+
+
+def _print_sdpa_tflops(rows) -> None:
+    """TFLOP/s of the SDPA rows (causal: half of 4 B H S^2 D for the forward; the backward
+    is 2.5 times the forward)."""
+    B, H, S, D = SDPA_SHAPE
+    fwd = 4 * B * H * S * S * D / 2
+    for name, times, _ in rows:
+        if name.startswith("SDPA"):
+            flops = fwd * (3.5 if name.endswith("fwd+bwd") else 1.0) * REPEAT
+            print(f"{name}: " + ", ".join(f"{lib} {flops / t / 1e12:.0f} TFLOP/s"
+                                         for lib, t in times.items()))
 
 
 def main() -> None:
@@ -92,5 +138,6 @@ def main() -> None:
         return
     print(f"\n{ember.cuda.get_device_name()}; torch {torch.__version__}")
     torch.backends.cuda.matmul.allow_tf32 = False  # ember's float32 products are IEEE
-    run("CUDA: ember vs torch on one GPU", cases(), [("ember", ember), ("torch", torch)],
-        budget=1.0)
+    rows = run("CUDA: ember vs torch on one GPU", cases(), [("ember", ember), ("torch", torch)],
+               budget=1.0)
+    _print_sdpa_tflops(rows)

@@ -124,7 +124,18 @@ def _cplx(dt):
 F = ember.nn.functional
 # op name -> (fn, make(dtype) -> (args, kwargs)); the op is called through ``fn``. Random ops
 # are walked here too; their values are compared only for shape and dtype.
+def _fused_attention(q, k, v):
+    return OPS["_fused_attention"](q, k, v, None, True, 0.5)[0]
+
+
+def _attention_inputs(dt):
+    return (_rand(1, 2, 5, 4, dtype=dt), _rand(1, 2, 6, 4, dtype=dt, seed=1),
+            _rand(1, 2, 6, 4, dtype=dt, seed=2)), {}
+
+
 HAND = {
+    "_fused_attention": (_fused_attention, _attention_inputs),
+    "_fused_attention_backward": (_fused_attention, _attention_inputs),  # backward
     "_norm_backward": (F.layer_norm, lambda dt: (
         (_rand(4, 6, dtype=dt), (6,), _rand(6, dtype=dt, seed=1), _rand(6, dtype=dt, seed=2)),
         {})),  # backward

@@ -66,6 +66,7 @@ CUDA = {
         "addbmm", "addmm", "addmv", "addr", "baddbmm", "bmm", "mm", "mv", "matmul", "einsum",
         "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
         "conv_transpose3d", "prelu",
+        "_fused_attention",  # F.scaled_dot_product_attention's fused kernel (torch: lower)
     )),
     "fp32": frozenset((
         "acos", "asin", "cosh", "sinh", "tan", "erfinv", "exp", "expm1", "log", "log10", "log1p",

@@ -18,6 +18,7 @@ from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 from ..backends.casting import cast
 from .activations import _safe_softmax
+from .attention import _fused_attention, fused_attention_chosen
 from .binary import where
 from .arguments import takes_tensors
 from .linalg import LOW_PRECISION
@@ -434,6 +435,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     softmax(query @ key.T * scale + bias) @ value over shapes (N, ..., L, E), (N, ..., S, E),
     (N, ..., S, Ev). A bool mask marks the positions that take part; a float mask is added.
     ``is_causal`` masks keys after each query (top-left aligned). Fully masked rows give zeros.
+    On CUDA a fused flash kernel computes it where it can (ops/attention.py says where, and how
+    ``nn.attention.sdpa_kernel`` selects); this math path is the reference and the fallback.
     """
     from .linalg import matmul
     if is_causal and attn_mask is not None:
@@ -454,6 +457,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
                            f"dtype, but got attn_mask.dtype: {_CPP_NAME.get(attn_mask.dtype.np)} "
                            f"and  query.dtype: {_CPP_NAME.get(query.dtype.np)} instead.")
+    if fused_attention_chosen(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa):
+        return _fused_attention(query, key, value, attn_mask, is_causal, scale)[0]
     L, S = query.shape[-2], key.shape[-2]
     if enable_gqa and query.ndim >= 3 and key.ndim >= 3:
         hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]

@@ -9,8 +9,9 @@ TensorFloat-32 (``allow_tf32`` True, ``fp32_precision`` "tf32")."""
 from __future__ import annotations
 
 import warnings
+from contextvars import ContextVar, Token
 
-from . import backend, random_ops
+from . import attention, backend, random_ops  # attention registers its overrides
 from .settings import STATE as _STATE
 
 if backend.BACKEND is not None:  # Philox draws for the sampling ops
@@ -79,37 +80,74 @@ class _Matmul:
 
 matmul = _Matmul()
 
-# scaled_dot_product_attention's kernels (nn.attention.sdpa_kernel selects among them)
-_SDP = {"flash": True, "mem_efficient": True, "math": True, "cudnn": True}
+# scaled_dot_product_attention's kernels. ``enable_*_sdp`` set process-wide flags, as PyTorch's
+# do; ``nn.attention.sdpa_kernel`` selects for the calling thread (and asyncio task) only: a
+# context variable that, while set, is what the getters read and the setters change, and is
+# restored when the context exits.
+_SDP = {"flash": True, "mem_efficient": True, "math": True, "cudnn": True, "overrideable": True}
+_SDP_PRIORITY = ("flash", "mem_efficient", "math", "cudnn", "overrideable")  # PyTorch's default
+_SDP_SELECTION: ContextVar = ContextVar("ember_sdp_selection", default=None)
+
+
+def sdp_selection() -> tuple[frozenset, tuple]:
+    """(the enabled attention backends, all of them in priority order) for this thread."""
+    sel = _SDP_SELECTION.get()
+    if sel is not None:
+        return sel
+    return frozenset(n for n, on in _SDP.items() if on), _SDP_PRIORITY
+
+
+def select_sdp(enabled, priority=None) -> Token:
+    """Select ``enabled`` (names) for this thread, with ``priority`` (all names, first
+    preferred; the current order when None); ``reset_sdp(token)`` restores the previous."""
+    _, current = sdp_selection()
+    return _SDP_SELECTION.set((frozenset(enabled), tuple(priority or current)))
+
+
+def reset_sdp(token: Token) -> None:
+    _SDP_SELECTION.reset(token)
+
+
+def _sdp_enabled(name: str) -> bool:
+    return name in sdp_selection()[0]
+
+
+def _enable_sdp(name: str, enabled: bool) -> None:
+    sel = _SDP_SELECTION.get()
+    if sel is None:
+        _SDP[name] = bool(enabled)
+    else:
+        on, priority = sel
+        _SDP_SELECTION.set((on | {name} if enabled else on - {name}, priority))
 
 
 def flash_sdp_enabled() -> bool:
-    return _SDP["flash"]
+    return _sdp_enabled("flash")
 
 
 def enable_flash_sdp(enabled: bool) -> None:
-    _SDP["flash"] = bool(enabled)
+    _enable_sdp("flash", enabled)
 
 
 def mem_efficient_sdp_enabled() -> bool:
-    return _SDP["mem_efficient"]
+    return _sdp_enabled("mem_efficient")
 
 
 def enable_mem_efficient_sdp(enabled: bool) -> None:
-    _SDP["mem_efficient"] = bool(enabled)
+    _enable_sdp("mem_efficient", enabled)
 
 
 def math_sdp_enabled() -> bool:
-    return _SDP["math"]
+    return _sdp_enabled("math")
 
 
 def enable_math_sdp(enabled: bool) -> None:
-    _SDP["math"] = bool(enabled)
+    _enable_sdp("math", enabled)
 
 
 def cudnn_sdp_enabled() -> bool:
-    return _SDP["cudnn"]
+    return _sdp_enabled("cudnn")
 
 
 def enable_cudnn_sdp(enabled: bool) -> None:
-    _SDP["cudnn"] = bool(enabled)
+    _enable_sdp("cudnn", enabled)

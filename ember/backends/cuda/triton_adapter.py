@@ -235,15 +235,19 @@ def _signature(args) -> tuple:
 _LAUNCHERS: dict = {}
 
 
-def launch(kernel, grid: tuple, args, stream: int | None = None, **constexprs) -> None:
+def launch(kernel, grid: tuple, args, stream: int | None = None, *, num_warps: int | None = None,
+           num_stages: int | None = None, **constexprs) -> None:
     """Run ``kernel`` (a ``@jit`` function) over ``grid`` on ``stream`` (a CUDA stream
     handle; the device's current stream when None). ``args`` are its runtime arguments in
     order: ``Pointer``s (numpy arrays under the interpreter) and Python numbers;
-    ``constexprs`` its compile-time ones, by name (they follow the runtime ones).
+    ``constexprs`` its compile-time ones, by name (they follow the runtime ones);
+    ``num_warps`` / ``num_stages`` Triton's compile options (its defaults when None; the
+    interpreter has no use for them).
 
     The compiled kernel is looked up by what Triton specialises on (``_signature``), so a
     launch after the first is one dictionary lookup and the launcher's C call."""
     if interpreting():
+        _patch_interpreter()
         kernel[grid](*host_args(args), **constexprs)
         return
     from .runtime import cupy
@@ -251,16 +255,39 @@ def launch(kernel, grid: tuple, args, stream: int | None = None, **constexprs) -
     device = cp.cuda.runtime.getDevice()
     if stream is None:
         stream = cp.cuda.get_current_stream().ptr
-    key = (kernel, device, _signature(args), tuple(constexprs.items()))
+    options = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages))
+               if v is not None}
+    key = (kernel, device, _signature(args), tuple(constexprs.items()), num_warps, num_stages)
     hit = _LAUNCHERS.get(key)
     if hit is None:
-        hit = _LAUNCHERS[key] = _compile(kernel, device, grid, args, constexprs)
+        hit = _LAUNCHERS[key] = _compile(kernel, device, grid, args, constexprs, options)
     run, function, metadata, tail = hit
     g = tuple(grid) + (1, 1)
     run(g[0], g[1], g[2], stream, function, metadata, None, None, None, *args, *tail)
 
 
-def _compile(kernel, device, grid, args, constexprs):
+@functools.cache
+def _patch_interpreter() -> None:
+    """Triton 3.6's interpreter keeps bfloat16 blocks as their uint16 bits and multiplies those
+    bits in ``tl.dot``: its dot widens bfloat16 operands to float32 first here (exact, as a GPU's
+    bfloat16 products are)."""
+    from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
+    tl = triton().language
+    dot = InterpreterBuilder.create_dot
+
+    def widened(h):
+        if h.dtype.scalar != tl.bfloat16:
+            return h
+        bits = h.data.astype(np.uint32) << np.uint32(16)
+        return TensorHandle(bits.view(np.float32), tl.float32)
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        return dot(self, widened(a), widened(b), d, input_precision, max_num_imprecise_acc)
+
+    InterpreterBuilder.create_dot = create_dot
+
+
+def _compile(kernel, device, grid, args, constexprs, options=None):
     """The compiled kernel of one signature: ``(run, function, packed metadata, the
     constexpr values that follow the runtime arguments)``."""
     install_driver()
@@ -272,7 +299,7 @@ def _compile(kernel, device, grid, args, constexprs):
     # the options JITFunction.run adds before binding, so its cache key agrees
     kwargs = dict(constexprs, debug=kernel.debug or knobs.runtime.debug,
                   instrumentation_mode=knobs.compilation.instrumentation_mode)
-    compiled = kernel.run(*args, grid=grid, warmup=True, **kwargs)
+    compiled = kernel.run(*args, grid=grid, warmup=True, **kwargs, **(options or {}))
     run = compiled.run  # loads the module on first use
     return run, compiled.function, compiled.packed_metadata, tuple(constexprs.values())
 
