@@ -24,7 +24,7 @@ import triton.language as tl
 from .triton_adapter import jit
 
 LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
+LN2 = tl.constexpr(0.6931471805599453)
 
 
 @jit

@@ -154,7 +154,8 @@ def make(backend) -> dict:
             return None if st is None else philox.normal_(new(shape, dt, index), st, m, s)
         # tensor mean and/or std: the impl's arithmetic on one standard normal draw
         dt = _float_dt(D.from_np(arrays[0].dtype))
-        if size is not None or dt is None or any(a.dtype.kind != "f" for a in arrays):
+        if size is not None or dt is None or \
+                any(D.from_np(a.dtype).kind != "f" for a in arrays):  # bfloat16's numpy kind: V
             return None
         if any(not isinstance(v, backend.array_type) and _number(v) is None
                for v in (mean, std)):
