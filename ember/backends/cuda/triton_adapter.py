@@ -293,15 +293,16 @@ def _compile(kernel, device, grid, args, constexprs, options=None):
     install_driver()
     from triton import knobs
     names = kernel.arg_names
-    if names[len(args):] != list(constexprs) or any(n in constexprs for n in names[:len(args)]):
+    rest = names[len(args):]
+    if sorted(rest) != sorted(constexprs) or any(n in constexprs for n in names[:len(args)]):
         raise TypeError(f"{kernel.__name__}: launch() takes the runtime arguments in order, "
-                        f"then the constexprs ({names})")
+                        f"then the constexprs by name ({names})")
     # the options JITFunction.run adds before binding, so its cache key agrees
     kwargs = dict(constexprs, debug=kernel.debug or knobs.runtime.debug,
                   instrumentation_mode=knobs.compilation.instrumentation_mode)
     compiled = kernel.run(*args, grid=grid, warmup=True, **kwargs, **(options or {}))
     run = compiled.run  # loads the module on first use
-    return run, compiled.function, compiled.packed_metadata, tuple(constexprs.values())
+    return run, compiled.function, compiled.packed_metadata, tuple(constexprs[n] for n in rest)
 
 
 # ------------------------------------------------------------------ libdevice
