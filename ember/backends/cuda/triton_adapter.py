@@ -235,11 +235,13 @@ def _signature(args) -> tuple:
 _LAUNCHERS: dict = {}
 
 
-def launch(kernel, grid: tuple, args, stream: int | None = None, **constexprs) -> None:
+def launch(kernel, grid: tuple, args, stream: int | None = None, num_warps: int | None = None,
+           **constexprs) -> None:
     """Run ``kernel`` (a ``@jit`` function) over ``grid`` on ``stream`` (a CUDA stream
     handle; the device's current stream when None). ``args`` are its runtime arguments in
     order: ``Pointer``s (numpy arrays under the interpreter) and Python numbers;
-    ``constexprs`` its compile-time ones, by name (they follow the runtime ones).
+    ``constexprs`` its compile-time ones, by name (they follow the runtime ones);
+    ``num_warps`` the warps per program (Triton's default when None).
 
     The compiled kernel is looked up by what Triton specialises on (``_signature``), so a
     launch after the first is one dictionary lookup and the launcher's C call."""
@@ -251,16 +253,16 @@ def launch(kernel, grid: tuple, args, stream: int | None = None, **constexprs) -
     device = cp.cuda.runtime.getDevice()
     if stream is None:
         stream = cp.cuda.get_current_stream().ptr
-    key = (kernel, device, _signature(args), tuple(constexprs.items()))
+    key = (kernel, device, _signature(args), tuple(constexprs.items()), num_warps)
     hit = _LAUNCHERS.get(key)
     if hit is None:
-        hit = _LAUNCHERS[key] = _compile(kernel, device, grid, args, constexprs)
+        hit = _LAUNCHERS[key] = _compile(kernel, device, grid, args, constexprs, num_warps)
     run, function, metadata, tail = hit
     g = tuple(grid) + (1, 1)
     run(g[0], g[1], g[2], stream, function, metadata, None, None, None, *args, *tail)
 
 
-def _compile(kernel, device, grid, args, constexprs):
+def _compile(kernel, device, grid, args, constexprs, num_warps=None):
     """The compiled kernel of one signature: ``(run, function, packed metadata, the
     constexpr values that follow the runtime arguments)``."""
     install_driver()
@@ -272,6 +274,8 @@ def _compile(kernel, device, grid, args, constexprs):
     # the options JITFunction.run adds before binding, so its cache key agrees
     kwargs = dict(constexprs, debug=kernel.debug or knobs.runtime.debug,
                   instrumentation_mode=knobs.compilation.instrumentation_mode)
+    if num_warps is not None:
+        kwargs["num_warps"] = num_warps
     compiled = kernel.run(*args, grid=grid, warmup=True, **kwargs)
     run = compiled.run  # loads the module on first use
     return run, compiled.function, compiled.packed_metadata, tuple(constexprs.values())
