@@ -4,7 +4,8 @@
 Every kernel that computes through ``xp`` runs on the GPU as CuPy's kernels; a kernel marked
 ``# numpy-only`` that returns a host array has its result moved to the device by the
 dispatcher (correct, not fast), and one that is handed GPU arrays raises a clear TypeError.
-Not yet here (the rest of the devices issue): ember's own Triton kernels, bfloat16/float8
+ember's own Triton kernels: the generated pointwise ones (pointwise.py) and the row kernels
+(rows.py: softmax family, layer and RMS norm). Not yet here: bfloat16/float8
 storage beyond what CuPy holds, the cuBLAS binding, Philox RNG, streams and events.
 
 ``import ember`` never imports CuPy: the backend registers when CuPy is installed, and CuPy
@@ -127,3 +128,7 @@ class _Current:
 
 
 BACKEND = register(CUDABackend()) if installed() else None
+
+if BACKEND is not None and triton_installed():  # ember's Triton row kernels as overrides
+    from .rows import register as _register_rows
+    _register_rows(BACKEND)

@@ -1,8 +1,8 @@
 """ember's Triton row kernels: the softmax family and the norms (wrappers: ``rows.py``).
 
 Imported on the first call of a wrapper, never by ``import ember`` (this module imports
-Triton). Every kernel loads its operands widened to the compute type (float32, or float64
-where ``F64``), accumulates there and rounds once at the store.
+Triton). Every kernel loads its operands widened to the compute type ``ACC`` (tl.float32,
+or tl.float64 for float64 data), accumulates there and rounds once at the store.
 
 Softmax kernels see their operands as (outer, n, inner) with an element stride per axis
 (n: the reduced dim): a program owns one ``outer`` index and ``BLOCK_I`` consecutive ``inner``
@@ -23,15 +23,6 @@ NEG_INF = tl.constexpr(float("-inf"))
 
 
 @triton.jit
-def _acc(v, F64: tl.constexpr):
-    """``v`` (a block or a scalar argument) in the compute type."""
-    if F64:
-        return tl.cast(v, tl.float64)
-    else:
-        return tl.cast(v, tl.float32)
-
-
-@triton.jit
 def _tile(inner, iblocks, BLOCK_I: tl.constexpr):
     """This program's outer index and [BLOCK_I, 1] inner indices (int64), with which of
     those exist. BLOCK_I == 1 means inner == 1 (the reduced dim is the last): one row per
@@ -47,21 +38,28 @@ def _tile(inner, iblocks, BLOCK_I: tl.constexpr):
 
 
 @triton.jit
-def _softmax_result(z, e, s, m, KIND: tl.constexpr):
-    """The row's results from z = x - max, e = exp(z), s = sum(e) and the max m:
-    KIND 0 softmax, 1 log_softmax, 2 softmax with zeros for rows of only -inf."""
+def _softmax_result(z, e, s, finite, KIND: tl.constexpr):
+    """The row's results from z = x - max, e = exp(z), s = sum(e) and how many entries
+    are not -inf (``finite``, KIND 2 only): KIND 0 softmax, 1 log_softmax, 2 softmax with
+    zeros for rows of only -inf (counted: the max ignores NaN on the GPU)."""
     if KIND == 1:
         return z - tl.log(s)
     else:
         r = e * (1.0 / s)  # times the reciprocal, as PyTorch rounds it
         if KIND == 2:
-            r = tl.where(m == NEG_INF, 0.0, r)
+            r = tl.where(finite == 0, 0.0, r)
         return r
 
 
 @triton.jit
+def _not_neg_inf(x):
+    """Per row of the tile, how many entries are not -inf."""
+    return tl.sum((x != NEG_INF).to(tl.int32), 1, keep_dims=True)
+
+
+@triton.jit
 def softmax_fwd(x_ptr, y_ptr, n, inner, iblocks, xso, xsn, xsi, yso, ysn, ysi,
-                KIND: tl.constexpr, F64: tl.constexpr, BLOCK_I: tl.constexpr,
+                KIND: tl.constexpr, ACC: tl.constexpr, BLOCK_I: tl.constexpr,
                 BLOCK_N: tl.constexpr, ONE: tl.constexpr):
     """y = softmax-like(x) along n; x is converted to y's dtype first (the ``dtype=``
     argument), then to the compute type."""
@@ -72,20 +70,26 @@ def softmax_fwd(x_ptr, y_ptr, n, inner, iblocks, xso, xsn, xsi, yso, ysn, ysi,
     cols = tl.arange(0, BLOCK_N)[None, :]
     if ONE:
         mask = live & (cols < n)
-        x = _acc(tl.load(xrow + cols * xsn, mask=mask, other=NEG_INF).to(OUT), F64)
+        x = tl.load(xrow + cols * xsn, mask=mask, other=NEG_INF).to(OUT).to(ACC)
         m = tl.max(x, 1, keep_dims=True)
         z = x - m  # a row whose max is +-inf gives NaN here, as in PyTorch
         e = tl.exp(z)
         s = tl.sum(e, 1, keep_dims=True)  # padding lanes add exp(-inf) = 0
-        r = _softmax_result(z, e, s, m, KIND)
+        finite = 0
+        if KIND == 2:
+            finite = _not_neg_inf(x)
+        r = _softmax_result(z, e, s, finite, KIND)
         tl.store(yrow + cols * ysn, r.to(OUT), mask=mask)
     else:
-        m = _acc(tl.full([BLOCK_I, 1], NEG_INF, tl.float32), F64)
-        s = _acc(tl.zeros([BLOCK_I, 1], tl.float32), F64)
+        m = tl.full([BLOCK_I, 1], NEG_INF, ACC)
+        s = tl.zeros([BLOCK_I, 1], ACC)
+        finite = tl.zeros([BLOCK_I, 1], tl.int32)
         for start in range(0, n, BLOCK_N):
             c = start + cols
             mask = live & (c < n)
-            x = _acc(tl.load(xrow + c * xsn, mask=mask, other=NEG_INF).to(OUT), F64)
+            x = tl.load(xrow + c * xsn, mask=mask, other=NEG_INF).to(OUT).to(ACC)
+            if KIND == 2:
+                finite += _not_neg_inf(x)
             m_new = tl.maximum(m, tl.max(x, 1, keep_dims=True))
             # while every value seen is -inf the sum stays 0 (no -inf - -inf)
             base = tl.where(m_new == NEG_INF, 0.0, m_new)
@@ -95,9 +99,9 @@ def softmax_fwd(x_ptr, y_ptr, n, inner, iblocks, xso, xsn, xsi, yso, ysn, ysi,
         for start in range(0, n, BLOCK_N):
             c = start + cols
             mask = live & (c < n)
-            x = _acc(tl.load(xrow + c * xsn, mask=mask, other=NEG_INF).to(OUT), F64)
+            x = tl.load(xrow + c * xsn, mask=mask, other=NEG_INF).to(OUT).to(ACC)
             z = x - m
-            r = _softmax_result(z, tl.exp(z), s, m, KIND)
+            r = _softmax_result(z, tl.exp(z), s, finite, KIND)
             tl.store(yrow + c * ysn, r.to(OUT), mask=mask)
 
 
@@ -120,7 +124,7 @@ def _softmax_grad_terms(g, y, LOG: tl.constexpr):
 
 @triton.jit
 def softmax_bwd(g_ptr, y_ptr, r_ptr, n, inner, iblocks, gso, gsn, gsi, yso, ysn, ysi,
-                rso, rsn, rsi, LOG: tl.constexpr, F64: tl.constexpr, BLOCK_I: tl.constexpr,
+                rso, rsn, rsi, LOG: tl.constexpr, ACC: tl.constexpr, BLOCK_I: tl.constexpr,
                 BLOCK_N: tl.constexpr, ONE: tl.constexpr):
     """The input gradient from the output y and its gradient g: y * (g - sum(g * y)) for
     softmax, g - exp(y) * sum(g) for log_softmax (LOG)."""
@@ -132,41 +136,41 @@ def softmax_bwd(g_ptr, y_ptr, r_ptr, n, inner, iblocks, gso, gsn, gsi, yso, ysn,
     cols = tl.arange(0, BLOCK_N)[None, :]
     if ONE:
         mask = live & (cols < n)
-        g = _acc(tl.load(grow + cols * gsn, mask=mask, other=0.0), F64)
-        y = _acc(tl.load(yrow + cols * ysn, mask=mask, other=0.0), F64)
+        g = tl.load(grow + cols * gsn, mask=mask, other=0.0).to(ACC)
+        y = tl.load(yrow + cols * ysn, mask=mask, other=0.0).to(ACC)
         s = tl.sum(_softmax_grad_terms(g, y, LOG), 1, keep_dims=True)
         tl.store(rrow + cols * rsn, _softmax_grad(g, y, s, LOG).to(OUT), mask=mask)
     else:
-        s = _acc(tl.zeros([BLOCK_I, 1], tl.float32), F64)
+        s = tl.zeros([BLOCK_I, 1], ACC)
         for start in range(0, n, BLOCK_N):
             c = start + cols
             mask = live & (c < n)
-            g = _acc(tl.load(grow + c * gsn, mask=mask, other=0.0), F64)
-            y = _acc(tl.load(yrow + c * ysn, mask=mask, other=0.0), F64)
+            g = tl.load(grow + c * gsn, mask=mask, other=0.0).to(ACC)
+            y = tl.load(yrow + c * ysn, mask=mask, other=0.0).to(ACC)
             s += tl.sum(_softmax_grad_terms(g, y, LOG), 1, keep_dims=True)
         for start in range(0, n, BLOCK_N):
             c = start + cols
             mask = live & (c < n)
-            g = _acc(tl.load(grow + c * gsn, mask=mask, other=0.0), F64)
-            y = _acc(tl.load(yrow + c * ysn, mask=mask, other=0.0), F64)
+            g = tl.load(grow + c * gsn, mask=mask, other=0.0).to(ACC)
+            y = tl.load(yrow + c * ysn, mask=mask, other=0.0).to(ACC)
             tl.store(rrow + c * rsn, _softmax_grad(g, y, s, LOG).to(OUT), mask=mask)
 
 
 @triton.jit
 def _affine(v, w_ptr, b_ptr, c, mask, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-            F64: tl.constexpr):
+            ACC: tl.constexpr):
     """v * weight + bias over columns ``c``, each where given."""
     if HAS_W:
-        v = v * _acc(tl.load(w_ptr + c, mask=mask, other=0.0), F64)
+        v = v * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
     if HAS_B:
-        v = v + _acc(tl.load(b_ptr + c, mask=mask, other=0.0), F64)
+        v = v + tl.load(b_ptr + c, mask=mask, other=0.0).to(ACC)
     return v
 
 
 @triton.jit
 def norm_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n, sx, eps_hi, eps_lo,
              CENTER: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-             F64: tl.constexpr, BLOCK_N: tl.constexpr, ONE: tl.constexpr):
+             ACC: tl.constexpr, BLOCK_N: tl.constexpr, ONE: tl.constexpr):
     """One row of layer norm (CENTER) or RMS norm: y = (x - mean) * rstd * w + b with
     rstd = 1 / sqrt(var + eps) (var: the mean of x^2 without CENTER); the statistics stored
     per row (mean only with CENTER). eps arrives as two float32 halves (eps_hi + eps_lo)."""
@@ -175,22 +179,22 @@ def norm_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n, sx, eps_hi, eps_
     xrow = x_ptr + row * sx
     yrow = y_ptr + row * n
     cols = tl.arange(0, BLOCK_N)
-    eps = _acc(eps_hi, F64) + _acc(eps_lo, F64)
+    eps = tl.cast(eps_hi, ACC) + tl.cast(eps_lo, ACC)
     if ONE:
         mask = cols < n
-        x = _acc(tl.load(xrow + cols, mask=mask, other=0.0), F64)
+        x = tl.load(xrow + cols, mask=mask, other=0.0).to(ACC)
         if CENTER:
             mean = tl.sum(x, 0) / n
             x = tl.where(mask, x - mean, 0.0)
         rstd = 1.0 / tl.sqrt(tl.sum(x * x, 0) / n + eps)
-        y = _affine(x * rstd, w_ptr, b_ptr, cols, mask, HAS_W, HAS_B, F64)
+        y = _affine(x * rstd, w_ptr, b_ptr, cols, mask, HAS_W, HAS_B, ACC)
         tl.store(yrow + cols, y.to(OUT), mask=mask)
     else:
-        acc = _acc(tl.zeros([BLOCK_N], tl.float32), F64)
+        acc = tl.zeros([BLOCK_N], ACC)
         if CENTER:
             for start in range(0, n, BLOCK_N):
                 c = start + cols
-                acc += _acc(tl.load(xrow + c, mask=c < n, other=0.0), F64)
+                acc += tl.load(xrow + c, mask=c < n, other=0.0).to(ACC)
             mean = tl.sum(acc, 0) / n
             acc = acc * 0.0
         else:
@@ -198,14 +202,14 @@ def norm_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n, sx, eps_hi, eps_
         for start in range(0, n, BLOCK_N):
             c = start + cols
             mask = c < n
-            x = tl.where(mask, _acc(tl.load(xrow + c, mask=mask, other=0.0), F64) - mean, 0.0)
+            x = tl.where(mask, tl.load(xrow + c, mask=mask, other=0.0).to(ACC) - mean, 0.0)
             acc += x * x
         rstd = 1.0 / tl.sqrt(tl.sum(acc, 0) / n + eps)
         for start in range(0, n, BLOCK_N):
             c = start + cols
             mask = c < n
-            x = _acc(tl.load(xrow + c, mask=mask, other=0.0), F64) - mean
-            y = _affine(x * rstd, w_ptr, b_ptr, c, mask, HAS_W, HAS_B, F64)
+            x = tl.load(xrow + c, mask=mask, other=0.0).to(ACC) - mean
+            y = _affine(x * rstd, w_ptr, b_ptr, c, mask, HAS_W, HAS_B, ACC)
             tl.store(yrow + c, y.to(OUT), mask=mask)
     if CENTER:
         tl.store(mean_ptr + row, mean)
@@ -214,38 +218,47 @@ def norm_fwd(x_ptr, w_ptr, b_ptr, y_ptr, mean_ptr, rstd_ptr, n, sx, eps_hi, eps_
 
 @triton.jit
 def _norm_row_grad(g_ptr, x_ptr, w_ptr, c, mask, mean, rstd, HAS_W: tl.constexpr,
-                   F64: tl.constexpr):
+                   ACC: tl.constexpr):
     """(g, x̂, the gradient reaching x̂) over columns ``c`` of one row."""
-    g = _acc(tl.load(g_ptr + c, mask=mask, other=0.0), F64)
-    xhat = (_acc(tl.load(x_ptr + c, mask=mask, other=0.0), F64) - mean) * rstd
+    g = tl.load(g_ptr + c, mask=mask, other=0.0).to(ACC)
+    xhat = (tl.load(x_ptr + c, mask=mask, other=0.0).to(ACC) - mean) * rstd
     gh = g
     if HAS_W:
-        gh = g * _acc(tl.load(w_ptr + c, mask=mask, other=0.0), F64)
+        gh = g * tl.load(w_ptr + c, mask=mask, other=0.0).to(ACC)
     return g, xhat, gh
 
 
 @triton.jit
+def _row_stats(mean_ptr, rstd_ptr, r, live, ACC: tl.constexpr):
+    """Row ``r``'s mean and rstd as 1-element blocks (0 where the row does not exist)."""
+    one = tl.arange(0, 1)
+    mean = tl.load(mean_ptr + r + one, mask=live & (one == 0), other=0.0).to(ACC)
+    return mean, tl.load(rstd_ptr + r + one, mask=live & (one == 0), other=0.0).to(ACC)
+
+
+@triton.jit
 def layer_norm_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_ptr, db_ptr,
-                   rows, n, sg, sx, progs, HAS_W: tl.constexpr, NEED_X: tl.constexpr,
-                   NEED_W: tl.constexpr, NEED_B: tl.constexpr, F64: tl.constexpr,
+                   rows, n, sg, sx, progs, iters, HAS_W: tl.constexpr, NEED_X: tl.constexpr,
+                   NEED_W: tl.constexpr, NEED_B: tl.constexpr, ACC: tl.constexpr,
                    BLOCK_N: tl.constexpr, ONE: tl.constexpr):
-    """Layer norm's backward over rows pid, pid + progs, ...: dx = rstd * gh - x̂ * c2 - c1
-    with c2 = sum(gh x̂) rstd / n, c1 = mean(gh) rstd (gh = g * w), as the CPU impl forms
-    them; this program's partial sums of g * x̂ and g go to row ``pid`` of dw and db."""
+    """Layer norm's backward over rows pid, pid + progs, ... (``iters`` of them, the last
+    ones masked off past ``rows``): dx = rstd * gh - x̂ * c2 - c1 with
+    c2 = sum(gh x̂) rstd / n, c1 = mean(gh) rstd (gh = g * w), as the CPU impl forms them;
+    this program's partial sums of g * x̂ and g go to row ``pid`` of dw and db."""
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
-    one = tl.arange(0, 1)  # the statistics as 1-element blocks
     part = pid.to(tl.int64) * n
     if ONE:
-        mask = cols < n
-        dw = _acc(tl.zeros([BLOCK_N], tl.float32), F64)
+        dw = tl.zeros([BLOCK_N], ACC)
         db = dw
-        for row in range(pid, rows, progs):
+        for k in range(0, iters):
+            row = pid + k * progs
+            live = row < rows
+            mask = (cols < n) & live
             r = row.to(tl.int64)
-            mean = _acc(tl.load(mean_ptr + r + one), F64)
-            rstd = _acc(tl.load(rstd_ptr + r + one), F64)
+            mean, rstd = _row_stats(mean_ptr, rstd_ptr, r, live, ACC)
             g, xhat, gh = _norm_row_grad(g_ptr + r * sg, x_ptr + r * sx, w_ptr, cols, mask,
-                                         mean, rstd, HAS_W, F64)
+                                         mean, rstd, HAS_W, ACC)
             if NEED_W:
                 dw += g * xhat
             if NEED_B:
@@ -256,31 +269,32 @@ def layer_norm_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_ptr, db_p
                 dx = gh * rstd - xhat * c2 - c1
                 tl.store(dx_ptr + r * n + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
         if NEED_W:
-            tl.store(dw_ptr + part + cols, dw, mask=mask)
+            tl.store(dw_ptr + part + cols, dw, mask=cols < n)
         if NEED_B:
-            tl.store(db_ptr + part + cols, db, mask=mask)
+            tl.store(db_ptr + part + cols, db, mask=cols < n)
     else:
-        for row in range(pid, rows, progs):
+        for k in range(0, iters):
+            row = pid + k * progs
+            live = row < rows
             r = row.to(tl.int64)
-            mean = _acc(tl.load(mean_ptr + r + one), F64)
-            rstd = _acc(tl.load(rstd_ptr + r + one), F64)
+            mean, rstd = _row_stats(mean_ptr, rstd_ptr, r, live, ACC)
             grow, xrow = g_ptr + r * sg, x_ptr + r * sx
             if NEED_X:
-                s1 = _acc(tl.zeros([BLOCK_N], tl.float32), F64)
+                s1 = tl.zeros([BLOCK_N], ACC)
                 s2 = s1
                 for start in range(0, n, BLOCK_N):
                     c = start + cols
-                    g, xhat, gh = _norm_row_grad(grow, xrow, w_ptr, c, c < n, mean, rstd,
-                                                 HAS_W, F64)
+                    g, xhat, gh = _norm_row_grad(grow, xrow, w_ptr, c, (c < n) & live, mean,
+                                                 rstd, HAS_W, ACC)
                     s1 += gh
                     s2 += gh * xhat
                 c2 = tl.sum(s2, 0) * (rstd / n)
                 c1 = tl.sum(s1, 0) / n * rstd
             for start in range(0, n, BLOCK_N):
                 c = start + cols
-                mask = c < n
+                mask = (c < n) & live
                 g, xhat, gh = _norm_row_grad(grow, xrow, w_ptr, c, mask, mean, rstd, HAS_W,
-                                             F64)
+                                             ACC)
                 if NEED_X:
                     dx = gh * rstd - xhat * c2 - c1
                     tl.store(dx_ptr + r * n + c, dx.to(dx_ptr.dtype.element_ty), mask=mask)

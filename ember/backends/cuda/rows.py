@@ -41,6 +41,12 @@ def kernels():
     return row_kernels
 
 
+def _acc(f64: bool):
+    """The kernels' compute type: float64 for float64 data, else float32."""
+    tl = kernels().tl
+    return tl.float64 if f64 else tl.float32
+
+
 def _xp(a):
     return np if isinstance(a, np.ndarray) else cupy()
 
@@ -139,8 +145,8 @@ def _softmax(kind: int):
         f64 = y.dtype == _F64
         block_i, block_n, iblocks, one, warps = _row_plan(n, inner, f64)
         _launch(kernels().softmax_fwd, outer * iblocks, [x, y],
-                [n, inner, iblocks, *xst, n * inner, inner, 1], warps, KIND=kind, F64=f64,
-                BLOCK_I=block_i, BLOCK_N=block_n, ONE=one)
+                [n, inner, iblocks, *xst, n * inner, inner, 1], warps, KIND=kind,
+                ACC=_acc(f64), BLOCK_I=block_i, BLOCK_N=block_n, ONE=one)
         return y.reshape(shape)
     return kernel
 
@@ -162,8 +168,8 @@ def _softmax_backward(log: bool):
         f64 = y.dtype == _F64
         block_i, block_n, iblocks, one, warps = _row_plan(n, inner, f64)
         _launch(kernels().softmax_bwd, outer * iblocks, [g, y, r],
-                [n, inner, iblocks, *st, n * inner, inner, 1], warps, LOG=log, F64=f64,
-                BLOCK_I=block_i, BLOCK_N=block_n, ONE=one)
+                [n, inner, iblocks, *st, n * inner, inner, 1], warps, LOG=log,
+                ACC=_acc(f64), BLOCK_I=block_i, BLOCK_N=block_n, ONE=one)
         return r.reshape(shape)
     return kernel
 
@@ -214,7 +220,7 @@ def _norm_forward(center: bool, input, normalized_shape, weight, bias, eps):
     b = x if bias is None else bias.reshape(n)
     _launch(kernels().norm_fwd, rows, [x, w, b, y, mean, rstd],
             [n, x.strides[0] // x.itemsize, *_eps_halves(eps, f64)], _warps(block),
-            CENTER=center, HAS_W=weight is not None, HAS_B=bias is not None, F64=f64,
+            CENTER=center, HAS_W=weight is not None, HAS_B=bias is not None, ACC=_acc(f64),
             BLOCK_N=block, ONE=block >= n)
     k = len(normalized_shape)
     stat_shape = input.shape[:input.ndim - k] + (1,) * k
@@ -275,9 +281,10 @@ def _norm_backward(grad, input, mean, rstd, weight, stat_dims, param_dims, needs
     db = xp.zeros((progs, n), acc_dt) if need_b else x
     w = x if weight is None else weight.reshape(n)
     _launch(kernels().layer_norm_bwd, progs, [g, x, w, mean, rstd, dx, dw, db],
-            [rows, n, g.strides[0] // g.itemsize, x.strides[0] // x.itemsize, progs],
+            [rows, n, g.strides[0] // g.itemsize, x.strides[0] // x.itemsize, progs,
+             -(-rows // progs)],
             _warps(block), HAS_W=weight is not None, NEED_X=need_x, NEED_W=need_w,
-            NEED_B=need_b, F64=f64, BLOCK_N=block, ONE=block >= n)
+            NEED_B=need_b, ACC=_acc(f64), BLOCK_N=block, ONE=block >= n)
     return (dx.reshape(input.shape) if need_x else None,
             dw.sum(axis=0).astype(x.dtype, copy=False).reshape(pshape) if need_w else None,
             db.sum(axis=0).astype(x.dtype, copy=False).reshape(pshape) if need_b else None)
