@@ -104,12 +104,12 @@ def _three(a, axis: int):
 def _row_plan(n: int, inner: int, f64: bool):
     """(BLOCK_I, BLOCK_N, programs per outer index, one block per row, warps)."""
     tile = TILE // 2 if f64 else TILE
-    block_i = 1 if inner == 1 else min(triton_pow2(inner), 32)
-    block_n = min(triton_pow2(n), tile // block_i)
+    block_i = 1 if inner == 1 else min(_pow2(inner), 32)
+    block_n = min(_pow2(n), tile // block_i)
     return block_i, block_n, -(-inner // block_i), block_n >= n, _warps(block_i * block_n)
 
 
-def triton_pow2(n: int) -> int:
+def _pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
@@ -215,7 +215,7 @@ def _norm_forward(center: bool, input, normalized_shape, weight, bias, eps):
     rstd = xp.empty(rows, stat_dt)
     mean = xp.empty(rows, stat_dt) if center else rstd
     tile = TILE // 2 if f64 else TILE
-    block = min(triton_pow2(n), tile)
+    block = min(_pow2(n), tile)
     w = x if weight is None else weight.reshape(n)
     b = x if bias is None else bias.reshape(n)
     _launch(kernels().norm_fwd, rows, [x, w, b, y, mean, rstd],
@@ -275,7 +275,7 @@ def _norm_backward(grad, input, mean, rstd, weight, stat_dims, param_dims, needs
     acc_dt = _F64 if f64 else np.dtype(np.float32)
     need_x, need_w, need_b = (bool(v) for v in needs)
     progs = _programs(rows)
-    block = min(triton_pow2(n), TILE // 2 if f64 else TILE)
+    block = min(_pow2(n), TILE // 2 if f64 else TILE)
     dx = xp.empty((rows, n), x.dtype) if need_x else x
     dw = xp.zeros((progs, n), acc_dt) if need_w else x
     db = xp.zeros((progs, n), acc_dt) if need_b else x
