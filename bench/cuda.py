@@ -73,6 +73,8 @@ def cases():
          repeated(lambda lib, x, y: x.tanh(), big, big, "bfloat16")),
         (f"softmax 4096x4096 float32 (x{REPEAT})",
          repeated(lambda lib, x, y: x.softmax(-1), big, big)),
+        (f"layer_norm 4096x4096 float32 (x{REPEAT})", repeated(
+            lambda lib, x, y: lib.nn.functional.layer_norm(x, (4096,)), big, big)),
         (f"matmul 4096^3 float32 (x{REPEAT})", repeated(lambda lib, x, y: x @ y, m, m)),
         (f"matmul 4096^3 float16 (x{REPEAT})",
          repeated(lambda lib, x, y: x @ y, m, m, "float16")),

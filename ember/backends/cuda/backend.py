@@ -4,9 +4,11 @@
 Every kernel that computes through ``xp`` runs on the GPU as CuPy's kernels; a kernel marked
 ``# numpy-only`` that returns a host array has its result moved to the device by the
 dispatcher (correct, not fast), and one that is handed GPU arrays raises a clear TypeError.
-The sampling ops draw from Philox streams held on the device (philox.py, random_ops.py).
-Not yet here (the rest of the devices issue): ember's own Triton kernels, bfloat16/float8
-storage beyond what CuPy holds, the cuBLAS binding, streams and events.
+ember's own kernels: generated Triton pointwise kernels (pointwise.py), Triton row kernels
+(rows.py: softmax family, layer and RMS norm), fused attention (attention.py), products
+through its cuBLAS binding (blas.py), and Philox streams held on the device for the sampling
+ops (philox.py, random_ops.py). Not yet here: bfloat16/float8 storage beyond what CuPy holds,
+streams and events.
 
 ``import ember`` never imports CuPy: the backend registers when CuPy is installed, and CuPy
 is imported (and the driver initialised) at the first CUDA allocation or query.
@@ -130,3 +132,7 @@ class _Current:
 
 
 BACKEND = register(CUDABackend()) if installed() else None
+
+if BACKEND is not None and triton_installed():  # ember's Triton row kernels as overrides
+    from .rows import register as _register_rows
+    _register_rows(BACKEND)
