@@ -87,10 +87,6 @@ KNOWN_CUDA: dict[str, str] = {
         "dtype support differs by device: torch's CUDA kernel takes a dtype its CPU refuses",
     "nn.functional.unfold":
         "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
-    "normal":
-        "random ops draw from numpy's Generator on the host: needs Philox on the device",
-    "normal.number_mean":
-        "random ops draw from numpy's Generator on the host: needs Philox on the device",
     "polygamma.polygamma_n_0":
         "special functions are numpy's (backends/special.py): needs CUDA library kernels",
     "polygamma.polygamma_n_1":

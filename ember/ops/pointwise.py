@@ -125,8 +125,10 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
         rest = ppos[1:]
         fixed = None if callable(promote) else promote
         # a definition over the primitives (interpret), or an impl that calls compiled ones
-        # where the backend compiles them (``compiled=True``: add, sub, mul, div)
-        defined = hasattr(fn, "kernels") or options.pop("compiled", False)
+        # where the backend compiles them (``compiled=True``: add, sub, mul, div; those also
+        # take Python numbers as they are, passed to the kernel at launch)
+        passes_numbers = options.pop("compiled", False)
+        defined = hasattr(fn, "kernels") or passes_numbers
         # promoted operands without a default may not be None (``x.mul(None)``)
         required = [(j, n) for j, (n, p) in enumerate(zip(pnames, (params[i] for i in ppos)))
                     if p.default is p.empty]
@@ -180,7 +182,7 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
                 if refuse and c in refuse:
                     raise refuse[c][0](refuse[c][1].format(T=D.TYPE_NAME[rt]))
                 raise not_implemented(opname, xp.empty(0, rt.np))
-            compiled = defined and xp in COMPILERS and ct.kind in "fiu"
+            compiled = passes_numbers and xp in COMPILERS and ct.kind in "fiu"
             for i in ppos:
                 if i < len(args):
                     v = args[i]
