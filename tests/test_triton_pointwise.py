@@ -142,6 +142,8 @@ def test_clamp_and_where(dtype):
     check(launched(lambda: ember.clamp(e, min=lo)), torch.clamp(t, min=lo), dtype)
     check(launched(lambda: ember.clamp_max(e, hi)), torch.clamp_max(t, hi), dtype)
     check(launched(lambda: ember.where(e > 0, e, e * 2)), torch.where(t > 0, t, t * 2), dtype)
+    if dtype == "float32":  # a definition that reads its number operand's dtype
+        check(launched(lambda: ember.lerp(e, e * 2, 0.4)), torch.lerp(t, t * 2, 0.4), dtype)
 
 
 def test_autograd_through_generated_kernels():
