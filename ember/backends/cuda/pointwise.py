@@ -25,6 +25,7 @@ from . import triton_adapter as adapter
 BLOCK = 1024
 NUMBERS = {float: "float", int: "int", bool: "bool"}
 CODEGEN_DTYPES = frozenset(d.np for d in TL_DTYPE)
+F64 = np.dtype(np.float64)
 _KERNELS: dict = {}
 STATS = {"emitted": 0, "launches": 0}
 
@@ -40,18 +41,28 @@ def compile(defn, xp):
 
     def kernel(*operands):
         nonlocal fallback
-        if any(type(a) is array_type and a.dtype not in CODEGEN_DTYPES for a in operands):
-            # complex (and float8): no Triton spelling; the array module's handler computes
-            if fallback is None:
-                from ..xp_ops import handler
-                fallback = functools.partial(defn, handler(xp))
-            return fallback(*operands)
-        key = tuple((a.shape, a.strides, a.dtype) if type(a) is array_type else
-                    (type(a), repr(a)) for a in operands)
-        if any(type(a) in NUMBERS for a in operands) and not any(
-                type(a) is array_type and a.dtype == np.float64 for a in operands):
-            key = tuple(k if type(a) not in NUMBERS else (type(a),)  # passed at launch
-                        for a, k in zip(operands, key))
+        key, numbers, f64 = [], False, False
+        for a in operands:
+            t = type(a)
+            if t is array_type:
+                dt = a.dtype
+                if dt not in CODEGEN_DTYPES:
+                    # complex (and float8): no Triton spelling; the handler computes
+                    if fallback is None:
+                        from ..xp_ops import handler
+                        fallback = functools.partial(defn, handler(xp))
+                    return fallback(*operands)
+                f64 = f64 or dt == F64
+                key.append((a.shape, a.strides, dt))
+            elif t in NUMBERS:
+                numbers = True
+                key.append(t)  # passed at launch
+            else:
+                key.append((t, repr(a)))
+        if numbers and f64:  # numbers beside float64 are compiled in: their values count
+            key = [(type(a), repr(a)) if type(a) in NUMBERS else k
+                   for a, k in zip(operands, key)]
+        key = tuple(key)
         plan = plans.get(key)
         if plan is None:
             if len(plans) > 4096:  # shapes that keep changing: start over

@@ -263,7 +263,10 @@ def launch(kernel, grid: tuple, args, stream: int | None = None, *, num_warps: i
         hit = _LAUNCHERS[key] = _compile(kernel, device, grid, args, constexprs, options)
     run, function, metadata, tail = hit
     g = tuple(grid) + (1, 1)
-    run(g[0], g[1], g[2], stream, function, metadata, None, None, None, *args, *tail)
+    # the launcher takes a pointer as a plain int (an object's data_ptr() costs a call and a
+    # driver query per argument)
+    run(g[0], g[1], g[2], stream, function, metadata, None, None, None,
+        *[a.ptr if type(a) is Pointer else a for a in args], *tail)
 
 
 @functools.cache
