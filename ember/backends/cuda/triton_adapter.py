@@ -33,8 +33,10 @@ import numpy as np
 TESTED = ("3.6",)
 
 
+@functools.cache
 def interpreting() -> bool:
-    """Whether Triton kernels run in Triton's CPU interpreter (read when a kernel is defined)."""
+    """Whether Triton kernels run in Triton's CPU interpreter: ``TRITON_INTERPRET``, read
+    once (Triton itself reads it when a kernel is defined, so it cannot change later)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
@@ -255,11 +257,11 @@ def launch(kernel, grid: tuple, args, stream: int | None = None, *, num_warps: i
     device = cp.cuda.runtime.getDevice()
     if stream is None:
         stream = cp.cuda.get_current_stream().ptr
-    options = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages))
-               if v is not None}
     key = (kernel, device, _signature(args), tuple(constexprs.items()), num_warps, num_stages)
     hit = _LAUNCHERS.get(key)
     if hit is None:
+        options = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages))
+                   if v is not None}
         hit = _LAUNCHERS[key] = _compile(kernel, device, grid, args, constexprs, options)
     run, function, metadata, tail = hit
     g = tuple(grid) + (1, 1)
