@@ -236,13 +236,15 @@ _LAUNCHERS: dict = {}
 
 
 def launch(kernel, grid: tuple, args, stream: int | None = None, *, num_warps: int | None = None,
-           num_stages: int | None = None, **constexprs) -> None:
+           num_stages: int | None = None, enable_fp_fusion: bool | None = None,
+           **constexprs) -> None:
     """Run ``kernel`` (a ``@jit`` function) over ``grid`` on ``stream`` (a CUDA stream
     handle; the device's current stream when None). ``args`` are its runtime arguments in
     order: ``Pointer``s (numpy arrays under the interpreter) and Python numbers;
     ``constexprs`` its compile-time ones, by name (they follow the runtime ones);
-    ``num_warps`` / ``num_stages`` Triton's compile options (its defaults when None; the
-    interpreter has no use for them).
+    ``num_warps`` / ``num_stages`` / ``enable_fp_fusion`` Triton's compile options (its
+    defaults when None; the interpreter has no use for them; ``enable_fp_fusion=False`` keeps
+    each multiply and add rounded on its own, as the CPU's kernels round them).
 
     The compiled kernel is looked up by what Triton specialises on (``_signature``), so a
     launch after the first is one dictionary lookup and the launcher's C call."""
@@ -255,9 +257,10 @@ def launch(kernel, grid: tuple, args, stream: int | None = None, *, num_warps: i
     device = cp.cuda.runtime.getDevice()
     if stream is None:
         stream = cp.cuda.get_current_stream().ptr
-    options = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages))
-               if v is not None}
-    key = (kernel, device, _signature(args), tuple(constexprs.items()), num_warps, num_stages)
+    options = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages),
+                                 ("enable_fp_fusion", enable_fp_fusion)) if v is not None}
+    key = (kernel, device, _signature(args), tuple(constexprs.items()), num_warps, num_stages,
+           enable_fp_fusion)
     hit = _LAUNCHERS.get(key)
     if hit is None:
         hit = _LAUNCHERS[key] = _compile(kernel, device, grid, args, constexprs, options)
