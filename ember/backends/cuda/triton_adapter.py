@@ -273,10 +273,21 @@ def launch(kernel, grid: tuple, args, stream: int | None = None, *, num_warps: i
 def _patch_interpreter() -> None:
     """Triton 3.6's interpreter keeps bfloat16 blocks as their uint16 bits and multiplies those
     bits in ``tl.dot``: its dot widens bfloat16 operands to float32 first here (exact, as a GPU's
-    bfloat16 products are)."""
+    bfloat16 products are). Its float32 -> bfloat16 cast truncates: here it rounds to nearest
+    even, as the GPU's ``cvt.rn.bf16.f32``."""
     from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
+    import ml_dtypes
     tl = triton().language
     dot = InterpreterBuilder.create_dot
+    cast = InterpreterBuilder.cast_impl
+
+    def cast_impl(self, src, dst_type):
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            bits = src.data.astype(ml_dtypes.bfloat16).view(np.uint16)
+            return TensorHandle(bits, tl.bfloat16)
+        return cast(self, src, dst_type)
+
+    InterpreterBuilder.cast_impl = cast_impl
 
     def widened(h):
         if h.dtype.scalar != tl.bfloat16:
