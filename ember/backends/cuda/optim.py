@@ -102,16 +102,20 @@ def _launch(kernel, items, hyper, **constexprs) -> None:
                       BLOCK=BLOCK, ITERS=ITERS)
     h = np.array(hyper, np.float64)
     for dev, group in by_device.items():
-        plan = _table(group)
-        if plan is None:
-            continue
-        table, progs, grid = plan
-        STATS["launches"] += 1
         if dev is None:  # the interpreter, on numpy arrays
-            adapter.launch(kernel, (grid,), [table, progs, h], **constexprs)
+            plan = _table(group)
+            if plan is not None:
+                table, progs, grid = plan
+                STATS["launches"] += 1
+                adapter.launch(kernel, (grid,), [table, progs, h], **constexprs)
             continue
         cp = cupy()
-        with cp.cuda.Device(dev):
+        with cp.cuda.Device(dev):  # the table, the hyperparameters and the launch on dev
+            plan = _table(group)
+            if plan is None:
+                continue
+            table, progs, grid = plan
+            STATS["launches"] += 1
             args = [adapter.Pointer(table.data.ptr, table.dtype), progs,
                     adapter.Pointer(cp.asarray(h).data.ptr, _F64)]
             adapter.launch(kernel, (grid,), args, num_warps=4, enable_fp_fusion=False,
