@@ -58,7 +58,7 @@ class Adam(Optimizer):
                     raise RuntimeError("Adam does not support sparse gradients, please consider "
                                        "SparseAdam instead")
                 state = self.state[p]
-                if not state and group["fused"]:
+                if not state and group.get("fused"):
                     check_fused(p)
                 t = advance_state(state, p, "exp_avg", "exp_avg_sq",
                                   *(("max_exp_avg_sq",) if amsgrad else ()))
