@@ -39,29 +39,35 @@ def kernels():
 
 
 def _address(a) -> int:
-    return a.ctypes.data if isinstance(a, np.ndarray) else a.data.ptr
+    return a.__array_interface__["data"][0] if type(a) is np.ndarray else a.data.ptr
 
 
 def _device(a):
-    return None if isinstance(a, np.ndarray) else a.device.id
+    return None if type(a) is np.ndarray else a.device.id
 
 
 def fits(p, g, *state) -> bool:
     """Whether a parameter's arrays go into a fused step: one array type, device, float dtype
     and shape; C-contiguous, 16-byte aligned (the kernels load vectors), not overlapping."""
     arrays = (p, g) + state
-    kind, dev = type(p), _device(p)
-    if p.dtype not in _FLOATS or not all(
-            type(a) is kind and a.dtype == p.dtype and a.shape == p.shape and
-            a.flags.c_contiguous for a in arrays) or any(_device(a) != dev for a in arrays):
+    kind, dtype, shape = type(p), p.dtype, p.shape
+    if dtype not in _FLOATS or not all(
+            type(a) is kind and a.dtype == dtype and a.shape == shape and
+            a.flags.c_contiguous for a in arrays):
         return False
-    if kind is np.ndarray and not all(a.flags.writeable for a in (p,) + state):
-        return False
+    if kind is np.ndarray:
+        if not all(a.flags.writeable for a in (p,) + state):
+            return False
+    else:
+        dev = p.device.id
+        if any(a.device.id != dev for a in arrays):
+            return False
     if p.size == 0:
         return True
-    spans = sorted((_address(a), _address(a) + a.nbytes) for a in arrays)
-    return all(lo % 16 == 0 for lo, _ in spans) and \
-        all(a_hi <= b_lo for (_, a_hi), (b_lo, _) in zip(spans, spans[1:]))
+    n = p.nbytes
+    starts = sorted(_address(a) for a in arrays)
+    return all(lo % 16 == 0 for lo in starts) and \
+        all(a + n <= b for a, b in zip(starts, starts[1:]))
 
 
 def _table(items):
