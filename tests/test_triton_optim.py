@@ -294,10 +294,12 @@ def test_fused_true_needs_floating_point_params():
                                                "floating point Tensors of supported devices"):
             opt.step()
     p = ember.zeros(3, requires_grad=True)
-    with pytest.raises(RuntimeError, match="`fused` and `foreach` cannot be `True` together"):
-        ember.optim.SGD([p], lr=0.1, fused=True, foreach=True)
-    with pytest.raises(RuntimeError, match="`fused` does not support `differentiable`"):
-        ember.optim.SGD([p], lr=0.1, fused=True, differentiable=True)
+    for cls in (ember.optim.SGD, ember.optim.Adagrad, ember.optim.Adam):
+        with pytest.raises(RuntimeError, match="`fused` and `foreach` cannot be `True` "
+                                               "together"):
+            cls([p], lr=0.1, fused=True, foreach=True)
+        with pytest.raises(RuntimeError, match="`fused` does not support `differentiable`"):
+            cls([p], lr=0.1, fused=True, differentiable=True)
 
 
 def test_cpu_steps_restored():
