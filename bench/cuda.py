@@ -83,8 +83,29 @@ def cases():
         (f"bmm 16x1024^3 bfloat16 (x{REPEAT})", repeated(lambda lib, x, y: lib.bmm(x, y), batch, batch,
                                                   "bfloat16")),
         ("MLP 512-2048-512 train step, batch 256", mlp),
+        ("AdamW step, 148 params (GPT-2-like sizes, fp32; fused=True)", _adamw_gpt2),
         *_sdpa_cases(),
     ]
+
+
+def _gpt2_shapes() -> list:
+    """GPT-2 small's 148 parameter shapes (124M elements)."""
+    layer = [(768,), (768,), (768, 2304), (2304,), (768, 768), (768,), (768,), (768,),
+             (768, 3072), (3072,), (3072, 768), (768,)]
+    return [(50257, 768), (1024, 768)] + layer * 12 + [(768,), (768,)]
+
+
+def _adamw_gpt2(lib):
+    """One optimizer step over GPT-2's parameters with their gradients in place."""
+    ps = [lib.zeros(s, device="cuda", requires_grad=True) for s in _gpt2_shapes()]
+    for p in ps:
+        p.grad = lib.full_like(p, 1e-3)
+    opt = lib.optim.AdamW(ps, lr=1e-4, fused=True)
+
+    def step():
+        opt.step()
+        _sync(lib)
+    return step
 
 
 SDPA_SHAPE = (8, 12, 2048, 64)  # B, H, S, D: causal bf16 attention, as a GPT block runs it

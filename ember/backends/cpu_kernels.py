@@ -262,13 +262,13 @@ def _embedding_backward(grad_output, indices, num_weights, padding_idx, scale_gr
 # ---------------------------------------------------------------------- Adam
 class _AdamStep:
     """One Adam / AdamW step in place (optim/adam.py) over many parameters in one native
-    call: ``fits(p, g, m, v)`` says whether a parameter's arrays go in, then ``self(params,
-    maximize, wd_mode, decay, wd, beta1, beta2, bc2_sqrt, eps, step)`` updates them (see
-    ``native.adam``)."""
+    call: ``fits(p, g, m, v[, max_v])`` says whether a parameter's arrays go in (not with
+    amsgrad's max_v: that step stays numpy's), then ``self(params, maximize, wd_mode, decay,
+    wd, beta1, beta2, bc2_sqrt, eps, step)`` updates them (see ``native.adam``)."""
 
     @staticmethod
-    def fits(p, g, m, v) -> bool:
-        return native.adam_fits(p, g, m, v)
+    def fits(p, g, m, v, *amsgrad) -> bool:
+        return not amsgrad and native.adam_fits(p, g, m, v)
 
     def __call__(self, params: list, *hyper) -> None:
         native.adam(params, *hyper)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..ops.creation import full_like
-from .optimizer import Optimizer, check_range, grads_of, new_step, value
+from .optimizer import Optimizer, check_fused, check_range, grads_of, new_step, value
 
 
 class Adagrad(Optimizer):
@@ -19,6 +19,11 @@ class Adagrad(Optimizer):
                                       initial_accumulator_value=initial_accumulator_value,
                                       foreach=foreach, maximize=maximize,
                                       differentiable=differentiable, fused=fused))
+        if fused:
+            if differentiable:
+                raise RuntimeError("`fused` does not support `differentiable`")
+            if foreach:
+                raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
         for group in self.param_groups:
             for p in group["params"]:
                 state = self.state[p]
@@ -30,6 +35,8 @@ class Adagrad(Optimizer):
             lr, decay, wd, eps = value(group["lr"]), group["lr_decay"], \
                 group["weight_decay"], group["eps"]
             for p, g in grads_of(group):
+                if group.get("fused"):
+                    check_fused(p)
                 state = self.state[p]
                 state["step"] += 1
                 t = state["step"].item()

@@ -7,7 +7,8 @@ from __future__ import annotations
 from .._tensor import Tensor
 from .. import _dtype as D
 from ..backends.cpu import quiet
-from .optimizer import Optimizer, advance_state, check_range, grads_of, value, weight_decay
+from .optimizer import (Optimizer, advance_state, check_fused, check_range, fusable, grads_of,
+                        value, weight_decay)
 
 
 def _as_hyper(name, v):
@@ -50,24 +51,30 @@ class Adam(Optimizer):
             beta1, beta2 = (value(b) for b in group["betas"])
             amsgrad, maximize = group["amsgrad"], group["maximize"]
             decoupled = group["decoupled_weight_decay"]
-            # (backend's fused step, dtype, step) -> [(p, g, m, v)], updated in one call
+            # (backend's fused step, dtype, step) -> [(p, g, m, v[, max_v])], one call each
             one_pass: dict = {}
             for p, g in grads_of(group):
                 if g.is_sparse:
                     raise RuntimeError("Adam does not support sparse gradients, please consider "
                                        "SparseAdam instead")
                 state = self.state[p]
+                if not state and group.get("fused"):
+                    check_fused(p)
                 t = advance_state(state, p, "exp_avg", "exp_avg_sq",
                                   *(("max_exp_avg_sq",) if amsgrad else ()))
                 m, v = state["exp_avg"], state["exp_avg_sq"]
-                if _fusable(p, g, group):
-                    fused = None if amsgrad else p._backend.fused_step("adam")
-                    if fused is not None and fused.fits(p._data, g._data, m._data, v._data):
-                        one_pass.setdefault((fused, p.dtype, t), []).append((p, g, m, v))
+                if fusable(p, g, group):
+                    # the backend's step (any float dtype it takes: half precision computes
+                    # in float32, rounded once, as PyTorch's fused step), else numpy's
+                    q = (p, g, m, v) + ((state["max_exp_avg_sq"],) if amsgrad else ())
+                    fused = p._backend.fused_step("adam")
+                    if fused is not None and fused.fits(*(x._data for x in q)):
+                        one_pass.setdefault((fused, p.dtype, t), []).append(q)
                         continue
-                    _fused_update(p, g, m, v, state.get("max_exp_avg_sq"), t, lr, beta1,
-                                  beta2, eps, wd, decoupled, maximize)
-                    continue
+                    if p.dtype in (D.float32, D.float64):
+                        _fused_update(p, g, m, v, state.get("max_exp_avg_sq"), t, lr, beta1,
+                                      beta2, eps, wd, decoupled, maximize)
+                        continue
                 if maximize:
                     g = -g
                 g = weight_decay(p, g, lr, wd, decoupled)
@@ -84,20 +91,15 @@ class Adam(Optimizer):
                 p.addcdiv_(m, denom, value=-(lr / bc1))
             for (fused, _, t), items in one_pass.items():
                 # _fused_update's arithmetic, operation for operation (the CPU backend's: in
-                # C, one pass over each parameter; backends/cpu_kernels.py); weight decay 0:
-                # none, 1: decoupled, 2: L2
+                # C, one pass over each parameter; backends/cpu_kernels.py; CUDA's: one
+                # Triton launch, backends/cuda/optim.py); weight decay 0: none, 1: decoupled,
+                # 2: L2; with amsgrad each tuple ends with max_exp_avg_sq
                 fused([tuple(x._data for x in q) for q in items], maximize,
                       0 if wd == 0 else 1 if decoupled else 2, 1 - lr * wd, wd, beta1, beta2,
                       (1 - beta2 ** t) ** 0.5, eps, -(lr / (1 - beta1 ** t)))
                 for q in items:
-                    for x in (q[0], q[2], q[3]):
+                    for x in (q[0],) + q[2:]:
                         x._bump()
-
-
-def _fusable(p, g, group) -> bool:
-    """The fused path: plain float32/float64 tensors and a step that is not differentiated."""
-    return (not group["differentiable"] and p.dtype in (D.float32, D.float64)
-            and g.dtype is p.dtype and not p.is_complex() and g.grad_fn is None)
 
 
 @quiet  # the backend's array module called directly: FP errors ignored, as in every kernel

@@ -340,6 +340,26 @@ def weight_decay(p: Tensor, g: Tensor, lr: float, wd: float, decoupled: bool) ->
     return g.add(p, alpha=wd)
 
 
+FUSED_DEVICES = ["cpu", "cuda", "mps"]  # where fused=True is accepted (PyTorch's check)
+_FLOATS = (_dtype.float16, _dtype.bfloat16, _dtype.float32, _dtype.float64)
+
+
+def check_fused(p: Tensor) -> None:
+    """``fused=True``'s requirement on a parameter (PyTorch's RuntimeError when not met)."""
+    if p.device.type not in FUSED_DEVICES or not p.is_floating_point():
+        raise RuntimeError("`fused=True` requires all the params to be floating point Tensors "
+                           f"of supported devices: {FUSED_DEVICES} but {p.dtype} and "
+                           f"{p.device.type}")
+
+
+def fusable(p: Tensor, g: Tensor, group: dict) -> bool:
+    """Whether a parameter may take its backend's fused step (``Backend.fused_step``): a real
+    floating-point parameter with a dense gradient of its dtype, in a step that is not
+    differentiated. The step's ``fits`` then decides on the arrays."""
+    return (not group.get("differentiable") and p.dtype in _FLOATS and g.dtype is p.dtype
+            and not g.is_sparse and g.grad_fn is None)
+
+
 def grads_of(group) -> Iterable:
     for p in group["params"]:
         if p.grad is not None:

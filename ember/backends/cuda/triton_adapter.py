@@ -238,13 +238,15 @@ _LAUNCHERS: dict = {}
 
 
 def launch(kernel, grid: tuple, args, stream: int | None = None, *, num_warps: int | None = None,
-           num_stages: int | None = None, **constexprs) -> None:
+           num_stages: int | None = None, enable_fp_fusion: bool | None = None,
+           **constexprs) -> None:
     """Run ``kernel`` (a ``@jit`` function) over ``grid`` on ``stream`` (a CUDA stream
     handle; the device's current stream when None). ``args`` are its runtime arguments in
     order: ``Pointer``s (numpy arrays under the interpreter) and Python numbers;
     ``constexprs`` its compile-time ones, by name (they follow the runtime ones);
-    ``num_warps`` / ``num_stages`` Triton's compile options (its defaults when None; the
-    interpreter has no use for them).
+    ``num_warps`` / ``num_stages`` / ``enable_fp_fusion`` Triton's compile options (its
+    defaults when None; the interpreter has no use for them; ``enable_fp_fusion=False`` keeps
+    each multiply and add rounded on its own, as the CPU's kernels round them).
 
     The compiled kernel is looked up by what Triton specialises on (``_signature``), so a
     launch after the first is one dictionary lookup and the launcher's C call."""
@@ -257,11 +259,12 @@ def launch(kernel, grid: tuple, args, stream: int | None = None, *, num_warps: i
     device = cp.cuda.runtime.getDevice()
     if stream is None:
         stream = cp.cuda.get_current_stream().ptr
-    key = (kernel, device, _signature(args), tuple(constexprs.items()), num_warps, num_stages)
+    key = (kernel, device, _signature(args), tuple(constexprs.items()), num_warps, num_stages,
+           enable_fp_fusion)
     hit = _LAUNCHERS.get(key)
     if hit is None:
-        options = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages))
-                   if v is not None}
+        options = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages),
+                                     ("enable_fp_fusion", enable_fp_fusion)) if v is not None}
         hit = _LAUNCHERS[key] = _compile(kernel, device, grid, args, constexprs, options)
     run, function, metadata, tail = hit
     g = tuple(grid) + (1, 1)
@@ -275,10 +278,21 @@ def launch(kernel, grid: tuple, args, stream: int | None = None, *, num_warps: i
 def _patch_interpreter() -> None:
     """Triton 3.6's interpreter keeps bfloat16 blocks as their uint16 bits and multiplies those
     bits in ``tl.dot``: its dot widens bfloat16 operands to float32 first here (exact, as a GPU's
-    bfloat16 products are)."""
+    bfloat16 products are). Its float32 -> bfloat16 cast truncates: here it rounds to nearest
+    even, as the GPU's ``cvt.rn.bf16.f32``."""
     from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
+    import ml_dtypes
     tl = triton().language
     dot = InterpreterBuilder.create_dot
+    cast = InterpreterBuilder.cast_impl
+
+    def cast_impl(self, src, dst_type):
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            bits = src.data.astype(ml_dtypes.bfloat16).view(np.uint16)
+            return TensorHandle(bits, tl.bfloat16)
+        return cast(self, src, dst_type)
+
+    InterpreterBuilder.cast_impl = cast_impl
 
     def widened(h):
         if h.dtype.scalar != tl.bfloat16:
