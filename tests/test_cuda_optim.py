@@ -10,16 +10,11 @@ import numpy as np
 import pytest
 
 import ember
+from test_cuda import GPU_TIER
 
 torch = pytest.importorskip("torch")
 
-pytestmark = [
-    pytest.mark.cuda,
-    pytest.mark.skipif(not ember.cuda.is_available(),
-                       reason="no CUDA device for ember (CuPy and a GPU are needed)"),
-    pytest.mark.skipif(not torch.cuda.is_available(),
-                       reason="no CUDA build of torch to compare with"),
-]
+pytestmark = GPU_TIER
 
 
 def launches():

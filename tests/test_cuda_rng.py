@@ -16,13 +16,10 @@ import numpy as np
 import pytest
 
 import ember
+from test_cuda import GPU_TIER
 from philox_ref import words
 
-GPU_TIER = pytestmark = [
-    pytest.mark.cuda,
-    pytest.mark.skipif(not ember.cuda.is_available(),
-                       reason="no CUDA device for ember (CuPy and a GPU are needed)"),
-]
+pytestmark = GPU_TIER
 
 FLOATS = ["float32", "float64", "float16", "bfloat16"]
 N = 1_000_000

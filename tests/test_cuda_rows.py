@@ -11,16 +11,11 @@ import numpy as np
 import pytest
 
 import ember
+from test_cuda import GPU_TIER
 
 torch = pytest.importorskip("torch")
 
-GPU_TIER = pytestmark = [
-    pytest.mark.cuda,
-    pytest.mark.skipif(not ember.cuda.is_available(),
-                       reason="no CUDA device for ember (CuPy and a GPU are needed)"),
-    pytest.mark.skipif(not torch.cuda.is_available(),
-                       reason="no CUDA build of torch to compare with"),
-]
+pytestmark = GPU_TIER
 
 FLOATS = ["float32", "float16", "bfloat16", "float64"]
 TOL = {"float32": 2e-5, "float64": 1e-10, "float16": 4e-3, "bfloat16": 3e-2}

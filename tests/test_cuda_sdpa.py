@@ -14,19 +14,14 @@ import numpy as np
 import pytest
 
 import ember
+from test_cuda import GPU_TIER
 import ember.nn.functional as EF
 from ember.nn.attention import SDPBackend, sdpa_kernel
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
-pytestmark = [
-    pytest.mark.cuda,
-    pytest.mark.skipif(not ember.cuda.is_available(),
-                       reason="no CUDA device for ember (CuPy and a GPU are needed)"),
-    pytest.mark.skipif(not torch.cuda.is_available(),
-                       reason="no CUDA build of torch to compare with"),
-]
+pytestmark = GPU_TIER
 
 FLOOR = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1.5e-2}
 
