@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import ember
+from triton_util import ks_distance
 from test_cuda import GPU_TIER
 from philox_ref import words
 
@@ -36,11 +37,7 @@ def _philox():
     return backend.BACKEND, philox
 
 
-def _ks(sample: np.ndarray, cdf) -> float:
-    x = np.sort(sample.astype(np.float64))
-    f = cdf(x)
-    n = len(x)
-    return max(np.max(np.arange(1, n + 1) / n - f), np.max(f - np.arange(n) / n))
+_ks = ks_distance
 
 
 def _normal_cdf(x):

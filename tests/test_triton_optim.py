@@ -14,19 +14,13 @@ import numpy as np
 import pytest
 
 import ember
-from triton_util import compile_for_sm90
+from triton_util import INTERPRETED, compile_for_sm90
 from ember.backends import cpu
 from ember.backends.cuda import optim as cuda_optim
-from ember.backends.cuda import triton_adapter
 
 torch = pytest.importorskip("torch")
 
-pytestmark = [
-    pytest.mark.skipif(not triton_adapter.interpreting(),
-                       reason="runs where Triton interprets (TRITON_INTERPRET=1)"),
-    pytest.mark.filterwarnings("ignore::RuntimeWarning"),
-    pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning"),
-]
+pytestmark = INTERPRETED
 
 SIZES = [(0,), (1,), (5,), (33,), (7, 11), (100,)]  # with BLOCK 16, ITERS 2: up to 4 programs
 

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import ember
+from triton_util import ks_distance
 from ember import _random
 from ember.backends import cpu
 from ember.backends.cuda import philox, random_ops, triton_adapter
@@ -175,12 +176,7 @@ N = 100_000
 BIG = 32768  # a large block: the interpreter's cost is per program
 
 
-def _ks(sample: np.ndarray, cdf) -> float:
-    """The Kolmogorov-Smirnov distance of ``sample`` from ``cdf``."""
-    x = np.sort(sample.astype(np.float64))
-    f = cdf(x)
-    n = len(x)
-    return max(np.max(np.arange(1, n + 1) / n - f), np.max(f - np.arange(n) / n))
+_ks = ks_distance
 
 
 def _normal_cdf(x):

@@ -14,21 +14,14 @@ import numpy as np
 import pytest
 
 import ember
-from triton_util import compile_for_sm90
+from triton_util import INTERPRETED, compile_for_sm90
 from ember.backends import cpu
-from ember.backends.cuda import rows, triton_adapter
+from ember.backends.cuda import rows
 from ember.ops.registry import OPS
 
 torch = pytest.importorskip("torch")
 
-pytestmark = [
-    pytest.mark.skipif(not triton_adapter.interpreting(),
-                       reason="runs where Triton interprets (TRITON_INTERPRET=1)"),
-    # the interpreter's numpy: NaN / inf arithmetic of the edge cases and of padding lanes,
-    # and loop bounds (runtime arguments are 1-element arrays there; numpy < 2.4 is pinned)
-    pytest.mark.filterwarnings("ignore::RuntimeWarning"),
-    pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning"),
-]
+pytestmark = INTERPRETED
 
 FLOATS = ["float32", "float64", "float16", "bfloat16"]
 SOFTMAX = {"softmax": (0, torch.softmax), "log_softmax": (1, torch.log_softmax),

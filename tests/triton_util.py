@@ -24,3 +24,22 @@ def compile_for_sm90(code: str) -> None:
     if r.returncode and "ptxas" in r.stderr and "not found" in r.stderr.lower():
         pytest.skip("Triton's ptxas is missing here")
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+# the marks of a test file that runs Triton kernels in the interpreter: skipped where kernels
+# compile for a GPU; the interpreter's numpy warns on NaN/inf edge cases and padding lanes
+INTERPRETED = [
+    pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
+                       reason="runs where Triton interprets (TRITON_INTERPRET=1)"),
+    pytest.mark.filterwarnings("ignore::RuntimeWarning"),
+    pytest.mark.filterwarnings("ignore:Conversion of an array with ndim > 0:DeprecationWarning"),
+]
+
+
+def ks_distance(sample, cdf) -> float:
+    """The Kolmogorov-Smirnov distance of ``sample`` from the distribution ``cdf``."""
+    import numpy as np
+    x = np.sort(sample.astype(np.float64))
+    f = cdf(x)
+    n = len(x)
+    return max(np.max(np.arange(1, n + 1) / n - f), np.max(f - np.arange(n) / n))
