@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ["ops", "train", "compile", "compile_train", "cuda"]
+SUITES = ["ops", "train", "compile", "compile_train", "cuda", "gpt2"]
 
 
 def main(argv=None) -> None:

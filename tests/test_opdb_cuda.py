@@ -71,8 +71,6 @@ KNOWN_CUDA: dict[str, str] = {
         "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
     "nn.functional.conv_transpose3d":
         "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
-    "nn.functional.gelu":
-        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
     "nn.functional.max_pool1d":
         "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
     "nn.functional.max_pool2d":

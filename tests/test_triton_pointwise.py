@@ -259,3 +259,47 @@ def test_arithmetic_as_generated_kernels(name, fn, dtype):
         eb, tb = eb.clamp(min=1), tb.clamp(min=1)  # no integer division by zero
     got = launched(lambda: fn(ember, ea, eb))
     check(got, fn(torch, ta, tb), dtype)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_gelu_and_its_backward_as_generated_kernels(approximate, dtype):
+    """GELU's definitions (ops/activations.py: what CUDA eager compiles; the CPU backend keeps
+    its native kernels), forward and grad * gelu'(x), over the tails and special values."""
+    from ember.ops import activations
+    a = values((6, 7), "float64")
+    a[2] = np.linspace(-12, 12, 7)
+    a[3] = [-40, -9.5, -5.5, -1e-3, 1e-30, 5.5, 40]
+    a[0, 1] = 6e4  # torch's vectorised CPU GELU makes NaN of +inf (its scalar path: inf)
+    g = values((6, 7), "float64", seed=1)
+    (_, tx), (_, tg) = pair(a, dtype), pair(g, dtype)
+    xp = cpu.BACKEND.xp
+    x_arr = tx.float().numpy() if dtype in ("bfloat16", "float16") else tx.numpy()
+    g_arr = tg.float().numpy() if dtype in ("bfloat16", "float16") else tg.numpy()
+    x_arr, g_arr = x_arr.astype(getattr(ember, dtype).np), g_arr.astype(getattr(ember, dtype).np)
+    with np.errstate(all="ignore"):
+        got = launched(lambda: activations._GELU[approximate](xp, x_arr))
+        back = launched(lambda: activations._GELU_BACKWARD[approximate](xp, g_arr, x_arr))
+    check(ember.tensor(got), torch.nn.functional.gelu(tx, approximate=approximate), dtype)
+    check(ember.tensor(back), torch.ops.aten.gelu_backward(tg, tx, approximate=approximate), dtype)
+
+
+@pytest.mark.parametrize("src,dst", [("float32", "bfloat16"), ("bfloat16", "float32"),
+                                     ("float32", "float16"), ("float16", "float64"),
+                                     ("float64", "float32"), ("float32", "int32"),
+                                     ("int64", "float32"), ("int32", "int8"), ("float32", "bool"),
+                                     ("bool", "bfloat16"), ("uint8", "int64")])
+def test_conversions_as_generated_kernels(src, dst):
+    """``_to_copy``'s CUDA override (one generated kernel per dtype pair) against torch's
+    ``.to(dtype)``: round to nearest even, truncation towards zero, wrapping, ``!= 0``."""
+    a = values((5, 6), src if src in ("bool", "int32", "int64", "uint8") else "float64") * \
+        (1 if src in ("bool", "uint8") else 7)
+    if src.startswith("float") and dst.startswith(("int", "bool")):
+        a = np.where(np.isfinite(a), a, 3.75)  # NaN / inf to integers: undefined, as in C
+    e, t = pair(a, src)
+    to_copy = pointwise.converter(cpu.BACKEND)
+    with np.errstate(all="ignore"):
+        got = launched(lambda: to_copy(e._data, getattr(ember, dst)))
+    check(ember.tensor(got), t.to(getattr(torch, dst)), dst)
+    assert to_copy(e._data[:, ::2], getattr(ember, dst)) is None  # layouts: the library's
+    assert to_copy(e._data, getattr(ember, src)) is None

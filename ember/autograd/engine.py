@@ -202,7 +202,8 @@ class OpNode(Node):
             for k, g in enumerate(grads):
                 m = self.out_meta[k]
                 if g is None and m is not None and m[1].kind in "fc":
-                    grads[k] = ref.new_zeros(m[0], dtype=m[1])
+                    grads[k] = z = ref.new_zeros(m[0], dtype=m[1])
+                    z._unused_grad = True  # a fill, not a gradient (see ops/normalization.py)
         op = self.op
         res = op.backward(_Ctx(self), *grads)
         if self.simple:  # the common case: one gradient per input, in order

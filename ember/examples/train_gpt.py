@@ -51,11 +51,19 @@ def stdlib_text(max_chars: int) -> str:
 
 
 class CharData:
-    def __init__(self, text: str, val_fraction: float = 0.1):
-        chars = sorted(set(text))
-        self.itos = chars
-        self.stoi = {c: i for i, c in enumerate(chars)}
-        data = torch.tensor([self.stoi[c] for c in text], dtype=torch.int64)
+    """Token ids of a text: its characters (``tokens="chars"``, the vocabulary is the characters
+    seen) or its UTF-8 bytes (``tokens="bytes"``, a vocabulary of 256)."""
+
+    def __init__(self, text: str, val_fraction: float = 0.1, tokens: str = "chars"):
+        self.bytes = tokens == "bytes"
+        if self.bytes:
+            ids = list(text.encode("utf-8"))
+            self.itos = [bytes([i]) for i in range(256)]
+        else:
+            self.itos = sorted(set(text))
+            self.stoi = {c: i for i, c in enumerate(self.itos)}
+            ids = [self.stoi[c] for c in text]
+        data = torch.tensor(ids, dtype=torch.int64)
         n = int(len(data) * (1 - val_fraction))
         self.train, self.val = data[:n], data[n:]
 
@@ -72,7 +80,12 @@ class CharData:
         return data[idx].to(device), data[idx + 1].to(device)
 
     def decode(self, ids) -> str:
+        if self.bytes:
+            return bytes(ids).decode("utf-8", errors="replace")
         return "".join(self.itos[i] for i in ids)
+
+    def encode(self, text: str) -> list:
+        return list(text.encode("utf-8")) if self.bytes else [self.stoi.get(c, 0) for c in text]
 
     def unigram_loss(self) -> float:
         """Cross-entropy of the best context-free model (character frequencies) on val."""
@@ -150,15 +163,29 @@ def lr_at(step: int, args) -> float:
     return args.min_lr + 0.5 * (args.lr - args.min_lr) * (1 + math.cos(math.pi * progress))
 
 
+def autocast(args):
+    """The forward pass's autocast context (``--amp``)."""
+    dtype = torch.bfloat16 if args.amp == "bf16" else None
+    return torch.autocast(torch.device(args.device).type, dtype=dtype, enabled=dtype is not None)
+
+
 @torch.no_grad()
 def evaluate(model, data, args, generator) -> float:
     model.eval()
     losses = []
     for _ in range(args.eval_batches):
         x, y = data.batch("val", args.batch_size, args.block, generator, args.device)
-        losses.append(model(x, y)[1].item())
+        with autocast(args):
+            losses.append(model(x, y)[1].item())
     model.train()
     return sum(losses) / len(losses)
+
+
+# GPT-2 small's shape (124M parameters with its 50257-token vocabulary; byte tokens here) and a
+# short run of it
+PRESETS = {"gpt2": dict(n_layer=12, n_head=12, n_embd=768, block=1024, tokens="bytes",
+                        amp="auto", batch_size=16, steps=300, lr=6e-4, min_lr=6e-5, warmup=30,
+                        chars=4_000_000, eval_every=100, eval_batches=4, clip=1.0)}
 
 
 def parse(argv=None):
@@ -180,10 +207,24 @@ def parse(argv=None):
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--eval-batches", type=int, default=8)
     p.add_argument("--sample-chars", type=int, default=300)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default=None, help="default: cuda where a GPU is, else cpu")
+    p.add_argument("--tokens", choices=["chars", "bytes"], default="chars",
+                   help="token ids: the text's characters, or its UTF-8 bytes (vocabulary 256)")
+    p.add_argument("--amp", choices=["off", "bf16", "auto"], default="off",
+                   help="autocast dtype for the forward pass; auto: bf16 on a GPU, else off")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="a named model and run shape; "
+                   "flags given explicitly override it")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--no-progress", action="store_true", help="plain log lines, no tqdm bar")
-    return p.parse_args(argv)
+    preset = p.parse_known_args(argv)[0].preset
+    if preset:
+        p.set_defaults(**PRESETS[preset])
+    args = p.parse_args(argv)
+    if args.device is None:
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.amp == "auto":
+        args.amp = "bf16" if torch.device(args.device).type == "cuda" else "off"
+    return args
 
 
 def main(argv=None) -> dict:
@@ -195,17 +236,21 @@ def main(argv=None) -> dict:
             text = f.read()
     else:
         text = stdlib_text(args.chars)
-    data = CharData(text)
+    data = CharData(text, tokens=args.tokens)
+    unit = "byte" if args.tokens == "bytes" else "char"
     gen = torch.Generator().manual_seed(args.seed)
     model = GPT(data.vocab_size, args.block, args.n_layer, args.n_head, args.n_embd).to(device)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr)
+                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr,
+                            fused=device.type == "cuda")  # one launch per step on a GPU
     n_params = sum(p.numel() for p in model.parameters())
     baseline = data.unigram_loss()
-    print(f"{len(text):,} characters, vocabulary {data.vocab_size}, model {n_params:,} parameters")
-    print(f"unigram baseline (validation): {baseline:.3f} nats/char; uniform: "
+    print(f"{len(data.train) + len(data.val):,} {unit}s, vocabulary {data.vocab_size}, model "
+          f"{n_params:,} parameters, on {device}"
+          + (f" with {args.amp} autocast" if args.amp != "off" else ""))
+    print(f"unigram baseline (validation): {baseline:.3f} nats/{unit}; uniform: "
           f"{math.log(data.vocab_size):.3f}")
 
     bar = None
@@ -223,7 +268,8 @@ def main(argv=None) -> dict:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, args)
         x, y = data.batch("train", args.batch_size, args.block, gen, device)
-        _, loss = model(x, y)
+        with autocast(args):
+            _, loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
@@ -245,7 +291,7 @@ def main(argv=None) -> dict:
     if bar is not None:
         bar.close()
     elapsed = time.perf_counter() - t0
-    print(f"trained {args.steps} steps in {elapsed:.0f}s; validation loss {val:.3f} nats/char "
+    print(f"trained {args.steps} steps in {elapsed:.0f}s; validation loss {val:.3f} nats/{unit} "
           f"(unigram baseline {baseline:.3f})")
 
     os.makedirs(args.out, exist_ok=True)
@@ -263,7 +309,7 @@ def main(argv=None) -> dict:
         ax.plot(history["val_step"], history["val"], "o-", label="validation")
         ax.axhline(baseline, color="gray", ls="--", label="unigram baseline")
         ax.set_xlabel("step")
-        ax.set_ylabel("cross-entropy (nats/char)")
+        ax.set_ylabel(f"cross-entropy (nats/{unit})")
         ax.legend()
         fig.tight_layout()
         fig.savefig(plot, dpi=100)
@@ -271,7 +317,7 @@ def main(argv=None) -> dict:
         print(f"loss curve: {plot}")
     except ImportError:
         print("matplotlib is not installed; no loss curve (pip install -e '.[demo]')")
-    start = torch.tensor([[data.stoi.get("d", 0)]], dtype=torch.int64, device=device)
+    start = torch.tensor([data.encode("d")], dtype=torch.int64, device=device)
     sample = model.generate(start, args.sample_chars, gen)
     print("sample:\n" + data.decode(sample[0].tolist()))
     return {"val": val, "baseline": baseline, "seconds": elapsed}

@@ -27,6 +27,7 @@ import numpy as np
 from .. import _dtype as D
 from .._tensor import _wrap_dim
 from ..backends import special
+from ..backends.xp_ops import COMPILERS, interpret
 from .binary import where
 from .reduction import reduce_dims, unreduce
 from .registry import DEFAULT, call_inplace, op
@@ -38,6 +39,7 @@ SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 _TANH_K = math.sqrt(2.0 / math.pi)
 _GELU_PDF = 1 / math.sqrt(2.0 * math.pi)
+_GELU_SQRT1_2 = math.sqrt(0.5)
 
 
 def type_name(npdt) -> str:
@@ -64,7 +66,7 @@ def _activation(kernel_name: str | None = None, *, saves: str = "input", functio
         if kernel_name is not None:
             @functools.wraps(kernel)
             def impl(xp, input, *args, **kwargs):
-                if input.dtype.kind not in "fc":
+                if input.dtype.kind not in "fcV":  # V: ml_dtypes (bfloat16, float8)
                     raise NotImplementedError(f'"{kernel_name}" not implemented for '
                                               f"'{type_name(input.dtype)}'")
                 return kernel(xp, input, *args, **kwargs)
@@ -187,23 +189,70 @@ def _(ctx, g):
     return where(x <= 0, g * (x * si).exp() * (a * s * si), g * s)
 
 
+# GELU and its derivative as definitions over the scalar primitives, for backends that compile
+# them (CUDA: one Triton kernel each); numpy eager keeps special.py's in-place passes (and the
+# CPU backend its native kernels). Phi(x) = erfc(-x / sqrt 2) / 2 does not cancel below zero as
+# 1 + erf does; the tanh form is x / (1 + exp(-2u)) = x (1 + tanh u) / 2 for the same reason.
+def _tanh_gelu_e(ops, x):
+    """exp(-2u), u = sqrt(2 / pi) (x + 0.044715 x^3)."""
+    u = ops.mul(ops.add(x, ops.mul(ops.mul(ops.mul(x, x), x), 0.044715)), -2 * _TANH_K)
+    return ops.exp(u)
+
+
+def _gelu_defn(ops, x):
+    return ops.mul(ops.mul(x, 0.5), ops.erfc(ops.mul(x, -_GELU_SQRT1_2)))
+
+
+def _gelu_tanh_defn(ops, x):
+    return ops.div(x, ops.add(_tanh_gelu_e(ops, x), 1))
+
+
+def _gelu_backward_defn(ops, g, x):
+    # gelu' = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+    cdf = ops.mul(ops.erfc(ops.mul(x, -_GELU_SQRT1_2)), 0.5)
+    pdf = ops.mul(ops.exp(ops.mul(ops.mul(x, x), -0.5)), _GELU_PDF)
+    return ops.mul(g, ops.add(cdf, ops.mul(x, pdf)))
+
+
+def _gelu_tanh_backward_defn(ops, g, x):
+    # gelu' = s + x 2u' s (1 - s), s = 1 / (1 + e), e = exp(-2u), 2u' = 2k (1 + 3c x^2);
+    # 1 - s = e s where s > 1/2 (no cancellation; e may be inf where s is 0)
+    e = _tanh_gelu_e(ops, x)
+    s = ops.div(1, ops.add(e, 1))
+    rest = ops.where(ops.le(s, 0.5), ops.sub(1, s), ops.mul(e, s))
+    du2 = ops.mul(ops.add(ops.mul(ops.mul(x, x), 3 * 0.044715), 1), 2 * _TANH_K)
+    return ops.mul(g, ops.add(s, ops.mul(ops.mul(ops.mul(x, du2), s), rest)))
+
+
+_GELU = {"none": interpret(_gelu_defn), "tanh": interpret(_gelu_tanh_defn)}
+_GELU_BACKWARD = {"none": interpret(_gelu_backward_defn),
+                  "tanh": interpret(_gelu_tanh_backward_defn)}
+
+
 @_activation("GeluKernelImpl")
 def gelu(xp, input: "Tensor", approximate="none"):
     """gelu(input, approximate='none') -> Tensor; approximate='tanh' uses the tanh formula."""
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
+    if xp in COMPILERS:
+        return _GELU[approximate](xp, input)
     x = xp.ascontiguousarray(input).reshape(input.shape)  # (numpy's is at least 1-d)
     out = xp.empty(x.shape, x.dtype)
     special.gelu_into(xp, approximate, out, x, None)
     return out
 
 
+gelu.half_in_kernel = True  # the compiled kernel widens float16 / bfloat16 itself
+
+
 @op(tags=PW, promote=DEFAULT, saves=("grad", "input"), function=False, method=False)
 def gelu_backward(xp, grad: "Tensor", input: "Tensor", approximate="none"):
     """gelu_backward(grad, input, approximate='none') -> Tensor: grad * gelu'(input), one fused
-    kernel (a few in-place passes over two temporaries)."""
+    kernel (a few in-place passes over two temporaries on numpy)."""
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
+    if xp in COMPILERS:
+        return _GELU_BACKWARD[approximate](xp, grad, input)
     if grad.shape != input.shape:
         grad, input = xp.broadcast_arrays(grad, input)
     shape = input.shape
@@ -212,6 +261,9 @@ def gelu_backward(xp, grad: "Tensor", input: "Tensor", approximate="none"):
     out = xp.empty(shape, x.dtype)
     special.gelu_backward_into(xp, approximate, out, grad, x, [xp.empty_like(x), xp.empty_like(x)])
     return out
+
+
+gelu_backward.half_in_kernel = True
 
 
 @gelu.def_backward

@@ -26,6 +26,7 @@ from ..autograd.grad_mode import state as _grad_state
 from .arguments import takes_tensors
 from .registry import op
 from .._dispatch import STATE
+from ..backends.cpu import BACKEND as CPU_BACKEND
 
 PUBLIC = ["batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm"]
 
@@ -77,12 +78,14 @@ def _input_grad(gh, xhat, rstd, dims, center=True, g_mean=None, g_rstd=None):
 
 
 def _live(g):
-    """``g`` unless it is absent or all zeros (the engine fills unused output grads with
-    zeros; skipping them saves whole-tensor passes in every first-order backward). While the
-    compiler traces, a present ``g`` counts as live: a traced value has no data to read."""
-    if g is None:
+    """``g`` unless it is absent or zeros (the engine fills unused output grads with zeros and
+    marks them; skipping them saves whole-tensor passes in every first-order backward). A
+    gradient a user passed is read only on the CPU: on a GPU, reading it would synchronise,
+    and it counts as live. While the compiler traces, a present ``g`` counts as live: a traced
+    value has no data to read."""
+    if g is None or getattr(g, "_unused_grad", False):
         return None
-    if STATE.tracing > 0 or g._traced or not g._backend.has_data:  # (meta tensors neither)
+    if STATE.tracing > 0 or g._traced or g._backend is not CPU_BACKEND:  # (meta tensors too)
         return g
     return g if g._data.any() else None
 

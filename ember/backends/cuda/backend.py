@@ -133,8 +133,10 @@ class _Current:
 
 BACKEND = register(CUDABackend()) if installed() else None
 
-if BACKEND is not None and triton_installed():  # ember's Triton row kernels as overrides
+if BACKEND is not None and triton_installed():  # ember's Triton kernels as overrides
     from .rows import register as _register_rows
     from .optim import register as _register_steps
+    from .pointwise import converter as _converter
     _register_rows(BACKEND)
     _register_steps(BACKEND)  # fused Adam / SGD steps (optim.py)
+    BACKEND.override("_to_copy", "kernel", _converter(BACKEND))  # dtype conversions
