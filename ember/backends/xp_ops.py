@@ -253,3 +253,30 @@ def interpret(defn: Callable) -> Callable:
     impl = functools.wraps(defn)(impl)
     impl.kernels = kernels
     return impl
+
+
+# ---------------------------------------------------------------------- conversions
+def _cast(ops, x, dtype):
+    return ops.cast(x, dtype)
+
+
+_CAST = interpret(_cast)
+_HALVES = frozenset((D.float16.np, D.bfloat16.np))
+
+
+def compiled_cast(xp, a, dtype: D.dtype):
+    """``a`` converted to ember dtype ``dtype`` by ``xp``'s compiled kernel of the ``cast``
+    primitive (one launch; round to nearest even, float to integer towards zero, to bool
+    ``!= 0``), or None where ``xp`` compiles no definitions, where PyTorch's conversion is no
+    single rounding (float64 to a half type rounds through float32), where the dtypes are
+    complex or float8 (casting.py's rules), or where ``a`` is not C-contiguous (``astype``
+    keeps a layout, as PyTorch's conversions do)."""
+    src = a.dtype
+    if xp not in COMPILERS or src == dtype.np or not a.flags.c_contiguous or \
+            src.kind == "c" or dtype.is_complex or dtype.is_float8 or src in _FLOAT8 or \
+            (src == D.float64.np and dtype.np in _HALVES):
+        return None
+    return _CAST(xp, a, dtype)
+
+
+_FLOAT8 = frozenset(d.np for d in D.FLOAT8)

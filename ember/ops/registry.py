@@ -34,7 +34,7 @@ from ..autograd.grad_mode import state as _grad_state
 from .._dispatch import RUNNERS, STATE, interpose
 from ..backends import base as backends_base
 from ..backends.casting import cast
-from ..backends.xp_ops import COMPILERS
+from ..backends.xp_ops import COMPILERS, compiled_cast
 from ..backends.cpu import BACKEND as CPU_BACKEND, quiet_enter, quiet_exit
 from . import float8
 from ..backends.meta import BACKEND as META_BACKEND
@@ -337,7 +337,7 @@ class OpDef:
                     for i in self.tensor_pos:
                         if i < nargs and isinstance(vals[i], backend.array_type) and \
                                 vals[i].dtype == out_dtype.np:
-                            vals[i] = vals[i].astype(D.float32.np)
+                            vals[i] = _converted(backend, vals[i], D.float32)
                 if backend is not CPU_BACKEND:  # zero-dim CPU tensors' arrays move over
                     vals = [_moved(v, backend) for v in vals]
                 try:
@@ -432,7 +432,7 @@ class OpDef:
             a = vals[i]
             if isinstance(a, Tensor):
                 arr = a._data
-                vals[i] = arr if arr.dtype == cnp else arr.astype(cnp)
+                vals[i] = arr if arr.dtype == cnp else _converted(backend, arr, compute)
             elif isinstance(a, (list, tuple)):
                 vals[i] = [x._data if x._data.dtype == cnp else x._data.astype(cnp) for x in a]
             elif a is not None and compute.kind in "uib":
@@ -484,6 +484,15 @@ def common_backend(op: OpDef, inputs: list):
             devices.append(d)
     raise RuntimeError(f"{op.name}(): Expected all tensors to be on the same device, but found "
                        f"at least two devices, {devices[0]} and {devices[1]}!")
+
+
+def _converted(backend, arr, dtype):
+    """``arr`` as ember dtype ``dtype``: one compiled kernel where the backend compiles
+    pointwise definitions (CUDA), else the array library's conversion."""
+    xp = backend.xp
+    if xp in COMPILERS and (r := compiled_cast(xp, arr, dtype)) is not None:
+        return r
+    return arr.astype(dtype.np)
 
 
 def _moved(v, backend):

@@ -23,7 +23,7 @@ from ..._device import device
 from ..base import ARRAY_TYPES, Backend, register
 from .. import special
 from ..xp_api import restricted
-from ..xp_ops import set_compiler
+from ..xp_ops import compiled_cast, set_compiler
 from .runtime import cupy
 
 
@@ -136,7 +136,7 @@ BACKEND = register(CUDABackend()) if installed() else None
 if BACKEND is not None and triton_installed():  # ember's Triton kernels as overrides
     from .rows import register as _register_rows
     from .optim import register as _register_steps
-    from .pointwise import converter as _converter
     _register_rows(BACKEND)
     _register_steps(BACKEND)  # fused Adam / SGD steps (optim.py)
-    BACKEND.override("_to_copy", "kernel", _converter(BACKEND))  # dtype conversions
+    BACKEND.override("_to_copy", "kernel",  # dtype conversions: one generated kernel
+                     lambda a, dtype: compiled_cast(BACKEND.xp, a, dtype))

@@ -85,36 +85,6 @@ def compile(defn, xp):
     return kernel
 
 
-# ---------------------------------------------------------------- conversions
-def _convert(ops, x, dtype):
-    return ops.cast(x, dtype)
-
-
-_HALVES = frozenset((np.dtype(np.float16), D.bfloat16.np))
-
-
-def converter(backend):
-    """``_to_copy``'s "kernel" override for ``backend``: an array converted to ember dtype
-    ``dtype`` by one generated kernel (the ``cast`` primitive: round to nearest even, float to
-    integer towards zero, to bool ``!= 0``); None where PyTorch's conversion is no single
-    rounding (float64 to a half type goes through float32), codegen has no spelling
-    (complex, float8), or the array is not C-contiguous (the array library's conversion keeps
-    its layout, as PyTorch's does). The kernel is compiled at the first call (``backend.xp`` imports the
-    array library)."""
-    kernel = None
-
-    def to_copy(a, dtype):
-        nonlocal kernel
-        src = a.dtype
-        if src == dtype.np or src not in CODEGEN_DTYPES or dtype.np not in CODEGEN_DTYPES or \
-                (src == F64 and dtype.np in _HALVES) or not a.flags.c_contiguous:
-            return None
-        if kernel is None:
-            kernel = compile(_convert, backend.xp)
-        return kernel(a, dtype)
-    return to_copy
-
-
 def _plan(defn, name, array_type, operands):
     """What a call on operands of these shapes, strides and dtypes launches: ``(kernel,
     output numpy dtype, output shape, elements, grid, the size and stride arguments)``."""
