@@ -132,7 +132,8 @@ def _native_batch_norm(input, weight, bias, running_mean, running_var, training,
                 BLOCK_N=block_n, BLOCK_HW=block_hw)
     else:
         part = (factors[0],) * 3  # unread
-    dummy = factors
+    dummy = save_mean  # unread (an alias of another argument at another shape would
+    # confuse the interpreter, which keys host buffers by address)
     block_p = min(_pow2(chunks), 1024)
     _launch(K.bn_stats, c,
             [part[0], part[1], part[2], dummy if w is None else w, dummy if b is None else b,
@@ -179,11 +180,11 @@ def _batch_norm_backward(grad, input, mean, rstd, weight, stat_dims, param_dims,
     _launch(K.bn_grad_partial, c * chunks, [grad, input, mean, rstd, part[0], part[1]],
             [c, hw, n, chunks, hw_chunks], _warps(block_n * block_hw), ACC=_acc(f64),
             BLOCK_N=block_n, BLOCK_HW=block_hw)
-    dw = xp.empty(c, dt) if need_w else part
-    db = xp.empty(c, dt) if need_b else part
-    k = xp.empty((3, c), acc_dt) if need_x else part
+    dw = xp.empty(c, dt) if need_w else rstd  # rstd: unwritten stand-ins
+    db = xp.empty(c, dt) if need_b else rstd
+    k = xp.empty((3, c), acc_dt) if need_x else (rstd,) * 3
     _launch(K.bn_grad_stats, c,
-            [part[0], part[1], part if weight is None else weight, rstd, dw, db, k[0], k[1],
+            [part[0], part[1], rstd if weight is None else weight, rstd, dw, db, k[0], k[1],
              k[2]],
             [chunks, n * hw], 4, HAS_W=weight is not None, NEED_X=need_x,
             NEED_W=need_w, NEED_B=need_b, ACC=_acc(f64),
