@@ -44,14 +44,16 @@ def close(got, want, dtype, scale=1.0):
 
 @pytest.fixture(params=["one_chunk", "many_chunks"])
 def tile(request, monkeypatch):
-    """Each channel in one tile (the default) or split into many (a 16-element tile)."""
+    """Each channel in one tile (the default) or split into many (a 64-element tile,
+    combined two chunks at a time)."""
     if request.param == "many_chunks":
-        monkeypatch.setattr(channels, "TILE", 16)
+        monkeypatch.setattr(channels, "TILE", 64)
+        monkeypatch.setattr(channels, "BLOCK_P", 2)
     return request.param
 
 
 # ---------------------------------------------------------------------- batch norm
-BN_SHAPES = [(2, 3, 5, 7), (6, 4), (3, 2, 3, 2, 5)]
+BN_SHAPES = [(2, 3, 9, 7), (6, 4), (3, 2, 3, 2, 5)]
 
 
 def bn_inputs(shape, dtype, param_dtype):
@@ -100,10 +102,10 @@ def test_batch_norm_eval_forward(dtype, shape):
     assert (rm == rm0).all() and (rv == rv0).all()
 
 
-@pytest.mark.parametrize("needs", [(True, True, True), (True, False, False),
-                                   (False, True, True)])
-@pytest.mark.parametrize("affine", [True, False])
-@pytest.mark.parametrize("shape", BN_SHAPES)
+@pytest.mark.parametrize("affine,needs", [(True, (True, True, True)),
+                                          (False, (True, False, False)),
+                                          (True, (False, True, True))])
+@pytest.mark.parametrize("shape", [(2, 3, 9, 7), (6, 4), (3, 2, 3, 2, 5)])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_batch_norm_backward(dtype, shape, affine, needs, tile):
     (x, tx), ((w, tw), (b, tb), (rm, trm), (rv, trv)) = bn_inputs(shape, dtype, dtype)

@@ -32,6 +32,7 @@ _FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64, D.
 _HALF = frozenset(np.dtype(t) for t in (np.float16, D.bfloat16.np))
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 TILE = 4096  # elements of one program's tile (2048 in float64)
+BLOCK_P = 1024  # chunks one step of a per-channel combine reads
 STATS = {"launches": 0}
 
 
@@ -134,7 +135,7 @@ def _native_batch_norm(input, weight, bias, running_mean, running_var, training,
         part = (factors[0],) * 3  # unread
     dummy = save_mean  # unread (an alias of another argument at another shape would
     # confuse the interpreter, which keys host buffers by address)
-    block_p = min(_pow2(chunks), 1024)
+    block_p = min(_pow2(chunks), BLOCK_P)
     _launch(K.bn_stats, c,
             [part[0], part[1], part[2], dummy if w is None else w, dummy if b is None else b,
              dummy if rm is None else rm, dummy if rv is None else rv, save_mean, save_inv,
@@ -188,7 +189,7 @@ def _batch_norm_backward(grad, input, mean, rstd, weight, stat_dims, param_dims,
              k[2]],
             [chunks, n * hw], 4, HAS_W=weight is not None, NEED_X=need_x,
             NEED_W=need_w, NEED_B=need_b, ACC=_acc(f64),
-            BLOCK_P=min(_pow2(chunks), 1024))
+            BLOCK_P=min(_pow2(chunks), BLOCK_P))
     dx = None
     if need_x:
         dx = xp.empty(input.shape, dt)
