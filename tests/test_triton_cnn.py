@@ -167,6 +167,10 @@ MAX_CASES = [
 ]
 
 
+def _two(v):
+    return tuple(v) * (2 // len(v)) if isinstance(v, (list, tuple)) else (v, v)
+
+
 @pytest.mark.parametrize("kw", MAX_CASES)
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
 def test_max_pool2d_values_indices_and_gradient(dtype, kw):
@@ -184,8 +188,7 @@ def test_max_pool2d_values_indices_and_gradient(dtype, kw):
     k = args["kernel_size"]
     s = args.get("stride") or k
     d = args.get("dilation", 1)
-    pair = (lambda v: tuple(v) * (2 // len(v)) if isinstance(v, (list, tuple)) else (v, v))
-    unique = all(ss >= (kk - 1) * dd + 1 for ss, kk, dd in zip(pair(s), pair(k), pair(d)))
+    unique = all(ss >= (kk - 1) * dd + 1 for ss, kk, dd in zip(_two(s), _two(k), _two(d)))
     gx = pool.OVERRIDES["_max_pool_scatter"](g, idx, (5, 7), unique)
     txr = tx.detach().requires_grad_()
     F.max_pool2d(txr, **args).backward(tg)
