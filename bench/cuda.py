@@ -83,9 +83,54 @@ def cases():
         (f"bmm 16x1024^3 bfloat16 (x{REPEAT})", repeated(lambda lib, x, y: lib.bmm(x, y), batch, batch,
                                                   "bfloat16")),
         ("MLP 512-2048-512 train step, batch 256", mlp),
+        ("CNN train step (ResNet-like, conv+BN+pool, batch 64 at 64x64, SGD momentum)",
+         _cnn_step),
         ("AdamW step, 148 params (GPT-2-like sizes, fp32; fused=True)", _adamw_gpt2),
         *_sdpa_cases(),
     ]
+
+
+def _resnet_like(lib):
+    """A small ResNet: a 3x3 stem (64) with batch norm, ReLU and max pooling, four basic
+    blocks (64, 128, 256, 512; stride 2 from the second, with 1x1 projections), adaptive
+    average pooling and a linear layer to 10 classes."""
+    nn = lib.nn
+
+    def conv_bn(cin, cout, k, stride):
+        return [nn.Conv2d(cin, cout, k, stride, k // 2, bias=False), nn.BatchNorm2d(cout)]
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.body = nn.Sequential(*conv_bn(cin, cout, 3, stride), nn.ReLU(),
+                                      *conv_bn(cout, cout, 3, 1))
+            self.skip = nn.Sequential(*conv_bn(cin, cout, 1, stride)) \
+                if stride != 1 or cin != cout else nn.Identity()
+
+        def forward(self, x):
+            return (self.body(x) + self.skip(x)).relu()
+
+    return nn.Sequential(*conv_bn(3, 64, 3, 1), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
+                         Block(64, 64, 1), Block(64, 128, 2), Block(128, 256, 2),
+                         Block(256, 512, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(512, 10))
+
+
+def _cnn_step(lib):
+    """One training step of ``_resnet_like`` on a batch of 64 64x64 images, float32."""
+    rng = np.random.default_rng(2)
+    lib.manual_seed(0)
+    net = _resnet_like(lib).cuda()
+    opt = lib.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    x = _on_gpu(lib, rng.standard_normal((64, 3, 64, 64)).astype(np.float32))
+    y = lib.tensor(rng.integers(0, 10, 64)).cuda()
+
+    def step():
+        opt.zero_grad()
+        lib.nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+        _sync(lib)
+    return step
 
 
 def _gpt2_shapes() -> list:
@@ -161,6 +206,7 @@ def main() -> None:
         return
     print(f"\n{ember.cuda.get_device_name()}; torch {torch.__version__}")
     torch.backends.cuda.matmul.allow_tf32 = False  # ember's float32 products are IEEE
+    torch.backends.cudnn.allow_tf32 = False  # (and its convolutions: cuDNN's too)
     rows = run("CUDA: ember vs torch on one GPU", cases(), [("ember", ember), ("torch", torch)],
                budget=1.0)
     _print_sdpa_tflops(rows)

@@ -471,6 +471,9 @@ def _register_adaptive_avg(nd):
     def _(ctx, g):
         x = ctx.input
         out = _adaptive_out(name, nd, x, ctx.output_size)
+        if all(o == 1 for o in out):  # global pooling: each input gets g / (its plane's size),
+            # two pointwise kernels on any device (no matrices moved from the host)
+            return (g / prod(x.shape[x.ndim - nd:])).expand(x.shape).contiguous()
         return _separable_map(g, _avg_mats(np, x, out), True)  # host mats, as interpolate's
 
     adaptive_avg.__doc__ = (f"{name}(input, output_size) -> Tensor\n\nApplies a {nd}D "

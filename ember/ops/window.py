@@ -15,8 +15,6 @@ import numpy as np
 
 from .. import _dtype as D
 
-# numpy-only: as_strided with writeable= (see _windows)
-_as_strided = np.lib.stride_tricks.as_strided
 HALF = (np.dtype(np.float16), D.bfloat16.np)
 _COUNT = {1: "a single int", 2: "a tuple of two ints", 3: "a tuple of three ints"}
 
@@ -94,21 +92,24 @@ def pad_to(xp, a: np.ndarray, nd: int, lo, size, fill=0) -> np.ndarray:
     return buf
 
 
-def windows(a: np.ndarray, nd: int, kernel, stride, dilation, out) -> np.ndarray:
-    """Read-only view ``(*lead, *out, *kernel)`` of the sliding windows of ``a`` (no copy)."""
+def windows(xp, a: np.ndarray, nd: int, kernel, stride, dilation, out) -> np.ndarray:
+    """View ``(*lead, *out, *kernel)`` of the sliding windows of ``a`` (no copy), read-only
+    where the array library has the flag (numpy; CuPy's arrays have none)."""
     st = a.strides
     lead = a.ndim - nd
     shape = a.shape[:lead] + tuple(out) + tuple(kernel)
     strides = st[:lead] + tuple(s * t for s, t in zip(stride, st[lead:])) + \
         tuple(d * t for d, t in zip(dilation, st[lead:]))
-    # numpy-only: as_strided with writeable=False (CuPy's as_strided takes no writeable)
-    return _as_strided(a, shape, strides, writeable=False)
+    view = xp.lib.stride_tricks.as_strided(a, shape, strides)
+    if getattr(view.flags, "writeable", False):
+        view.flags.writeable = False  # overlapping windows: a write would alias
+    return view
 
 
 def padded_windows(xp, a, nd, kernel, stride, dilation, lo, out, fill=0):
     """The windows of ``a`` zero- (or ``fill``-) padded by ``lo`` in front, ``out`` per dim."""
-    return windows(pad_to(xp, a, nd, lo, extent(out, kernel, stride, dilation), fill), nd,
-                   kernel, stride, dilation, out)
+    return windows(xp, pad_to(xp, a, nd, lo, extent(out, kernel, stride, dilation), fill),
+                   nd, kernel, stride, dilation, out)
 
 
 def scatter_windows(xp, part, lead_shape, kernel, stride, dilation, out, lo, size, dtype,
