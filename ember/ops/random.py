@@ -415,10 +415,7 @@ def multinomial(xp, input: "Tensor", num_samples, replacement=False, *, generato
     inverse_cdf = replacement or n == 1  # one draw is the same with or without replacement
     cdf = _cumsum(xp, p) if inverse_cdf else None
     totals = cdf[:, -1] if inverse_cdf else p.sum(-1, dtype=np.float64)
-    if not (p.min() >= 0 and xp.isfinite(totals).all()):  # NaN fails the first test
-        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-    if xp.any(totals <= 0):
-        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    xp.check_probabilities(p, totals, "multinomial")
     rng = numpy_generator(generator, "multinomial")
     if inverse_cdf:
         idx = _multinomial_with_replacement(xp, rng, p, n, cdf)
