@@ -13,8 +13,9 @@ tensor's data" or calls numpy for array work on it:
     has_data           False where arrays have a layout but no memory (``meta``)
     fused_step         a step of a layer above the op table that this backend runs in one
                        call (an optimizer's update of all its parameters), or None
-    check_index / check_probabilities   data-dependent argument checks (indices in bounds,
-                       valid probabilities): eager here, raising PyTorch's error at once; a
+    check_index / check_probabilities / check_unit_interval
+                       data-dependent argument checks (indices in bounds, valid
+                       probabilities, values in [0, 1]): eager here, raising PyTorch's error at once; a
                        device backend may record failures on the device and raise at its next
                        synchronising call instead (kernels reach them as ``xp.check_index``)
     empty / from_host / to_host / copy_into   allocation and copies
@@ -108,6 +109,14 @@ class Backend:
             raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
         if xp.any(totals <= 0):
             raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+
+    def check_unit_interval(self, a, op: str, error, *, what: str = "value") -> None:
+        """Every element of the float array ``a`` lies in [0, 1] (NaN does not); else
+        ``error(position of the first bad element)`` is raised. ``what`` names the values in
+        a device backend's report ("probability")."""
+        ok = (a >= 0) & (a <= 1)
+        if not ok.all():
+            raise error(int(self.xp.argmax(~ok.reshape(-1))))
 
     # ---------------------------------------------------------------- interface
     def device_of(self, a) -> device:

@@ -30,13 +30,14 @@ XP_API = frozenset("""
 LINALG = frozenset("cholesky det eigh eigvalsh inv qr svd".split())
 # library calls every backend's namespace provides; the checks are its backend's
 # (Backend.check_index / check_probabilities), attached where the backend builds its xp
-EXTRAS = frozenset(("add_at", "check_index", "check_probabilities"))
+EXTRAS = frozenset(("add_at", "check_index", "check_probabilities", "check_unit_interval"))
 STRIDE_TRICKS = frozenset(("as_strided",))
 
 
 def restricted(module, name: str, backend=None) -> types.ModuleType:
     """A namespace over module (numpy, cupy) holding only the listed names; ``backend``'s
-    data-dependent checks as ``check_index`` / ``check_probabilities`` (attached later where
+    data-dependent checks as ``check_index`` / ``check_probabilities`` /
+    ``check_unit_interval`` (attached later where
     the backend does not exist yet)."""
     ns = types.ModuleType(name, f"{module.__name__}, as op kernels may use it")
     for n in XP_API:
@@ -62,6 +63,7 @@ def attach_checks(ns, backend) -> None:
     """``backend``'s data-dependent argument checks into its kernels' namespace ``ns``."""
     ns.check_index = backend.check_index
     ns.check_probabilities = backend.check_probabilities
+    ns.check_unit_interval = backend.check_unit_interval
 
 
 def missing(module) -> list[str]:

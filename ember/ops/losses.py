@@ -311,8 +311,8 @@ def binary_cross_entropy_op(xp, input: "Tensor", target: "Tensor", weight: "Tens
     if target.dtype != input.dtype:
         raise RuntimeError(f"Found dtype {D.TYPE_NAME[D.from_np(target.dtype)]} but expected "
                            f"{D.TYPE_NAME[D.from_np(input.dtype)]}")
-    if not ((input >= 0) & (input <= 1)).all():
-        raise RuntimeError("all elements of input should be between 0 and 1")
+    xp.check_unit_interval(input, "binary_cross_entropy", lambda v: RuntimeError(
+        "all elements of input should be between 0 and 1"), what="input")
     loss = (target - 1) * xp.maximum(xp.log1p(-input), -100) - target * xp.maximum(
         xp.log(input), -100)
     if weight is not None:

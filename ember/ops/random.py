@@ -326,9 +326,9 @@ def _bernoulli(xp, rng, p, shape: tuple, out_np, name: str) -> np.ndarray:
     """0/1 draws of probability ``p`` (a number, or an array that broadcasts to ``shape``)."""
     if isinstance(p, np.ndarray):
         probs = p.astype(np.float64 if p.dtype == np.float64 else np.float32, copy=False)
-        if not xp.all((probs >= 0) & (probs <= 1)):
-            raise RuntimeError(f"{name}(): Expected p_in >= 0 && p_in <= 1 to be true, but got "
-                               "false (every probability must lie in [0, 1])")
+        xp.check_unit_interval(probs, name, lambda v: RuntimeError(
+            f"{name}(): Expected p_in >= 0 && p_in <= 1 to be true, but got false (every "
+            "probability must lie in [0, 1])"), what="probability")
         u = rng.random(shape, dtype=probs.dtype.type)  # numpy-only: Generator draw
     else:
         if isinstance(p, Tensor) or not isinstance(p, numbers.Real):

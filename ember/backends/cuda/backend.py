@@ -138,6 +138,11 @@ class CUDABackend(Backend):
             return super().check_probabilities(p, totals, op)
         checks.check_probabilities(p, totals, op)
 
+    def check_unit_interval(self, a, op, error, *, what="value") -> None:
+        if not isinstance(a, self.array_type) or not triton_installed():
+            return super().check_unit_interval(a, op, error, what=what)
+        checks.check_unit_interval(a, op, what)
+
 
 def _special_library() -> dict:
     """ember's special functions on CuPy arrays: cupyx.scipy.special's kernels."""

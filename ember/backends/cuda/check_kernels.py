@@ -15,7 +15,8 @@ Nothing is read back to the host here.
 
 ``KIND``: 0 integers in ``[lo, hi)`` (elements equal to ``ignore`` pass when ``HAS_IGNORE``;
 the value is recorded); 1 probabilities: not negative, not NaN, not infinite (the position is
-recorded); 2 totals: greater than zero (the position is recorded).
+recorded); 2 totals: greater than zero (the position is recorded); 3 values in [0, 1], NaN
+failing (the position is recorded).
 """
 
 import triton
@@ -36,9 +37,12 @@ def check(x_ptr, n, lo, hi, ignore, flag_ptr, code, KIND: tl.constexpr,
     elif KIND == 1:
         x = tl.load(x_ptr + offs, mask=inside, other=0)
         bad = (x < 0) | (x != x) | (x == float("inf"))
-    else:
+    elif KIND == 2:
         x = tl.load(x_ptr + offs, mask=inside, other=1)
         bad = (x <= 0) | (x != x)
+    else:
+        x = tl.load(x_ptr + offs, mask=inside, other=0)
+        bad = ~((x >= 0) & (x <= 1))
     bad = bad & inside
     first = tl.min(tl.where(bad, offs, n + tl.zeros_like(offs)), axis=0)
     if first < n:

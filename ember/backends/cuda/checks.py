@@ -34,7 +34,7 @@ from .runtime import cupy
 
 STATS = {"d2h": 0, "syncs": 0, "flag_reads": 0, "checks": 0}
 BLOCK = 1024
-INDEX, PROBABILITIES, TOTALS = 0, 1, 2
+INDEX, PROBABILITIES, TOTALS, UNIT = 0, 1, 2, 3
 
 # code -> (op name, message template); code 0 means "no error". A template is formatted with
 # the recorded value ``v`` and the bounds ``lo``, ``hi``.
@@ -88,7 +88,8 @@ def flag(a):
 def launch(a, kind: int, op: str, template: str, lo: int = 0, hi: int = 0,
            ignore: int | None = None) -> None:
     """Check every element of ``a`` on its device (``kind``: INDEX, in ``[lo, hi)`` unless
-    equal to ``ignore``; PROBABILITIES, not negative / NaN / inf; TOTALS, greater than 0);
+    equal to ``ignore``; PROBABILITIES, not negative / NaN / inf; TOTALS, greater than 0;
+    UNIT, in [0, 1]);
     the first failure goes into the device's flag under ``op`` and ``template``. No host
     synchronisation, except with ``EMBER_CUDA_SYNC_CHECKS=1``, which raises here."""
     if a.size == 0:
@@ -130,6 +131,12 @@ def check_probabilities(p, totals, op: str) -> None:
     launch(totals, PROBABILITIES, op, bad + " (the sum of row {v})")
     launch(totals, TOTALS, op,
            "invalid multinomial distribution (sum of probabilities <= 0) (row {v})")
+
+
+def check_unit_interval(a, op: str, what: str) -> None:
+    """The device side of ``Backend.check_unit_interval``: every element of ``a`` in [0, 1],
+    reported as ``op``'s ``what`` (NaN fails)."""
+    launch(a, UNIT, op, f"{what} (element {{v}}) is not in [0, 1]")
 
 
 def message(words, at_op: bool = False) -> str:
