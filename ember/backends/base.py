@@ -15,9 +15,10 @@ tensor's data" or calls numpy for array work on it:
                        call (an optimizer's update of all its parameters), or None
     check_index / check_probabilities / check_unit_interval
                        data-dependent argument checks (indices in bounds, valid
-                       probabilities, values in [0, 1]): eager here, raising PyTorch's error at once; a
-                       device backend may record failures on the device and raise at its next
-                       synchronising call instead (kernels reach them as ``xp.check_index``)
+                       probabilities, values in [0, 1]): eager here, raising PyTorch's error
+                       at once; a device backend may record failures on the device and raise
+                       at its next synchronising call instead (kernels reach them as
+                       ``xp.check_index``, ...)
     empty / from_host / to_host / copy_into   allocation and copies
     strides / storage / storage_offset / data_ptr / writeable / may_share_memory /
     shares_memory      layout and aliasing queries

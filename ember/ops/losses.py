@@ -561,9 +561,9 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
                            f"{list(input.shape)}")
     c = input.shape[-1] if input.ndim else 1
     t = target.reshape(-1, c)
-    t._backend.check_index(t._data, -(1 << 63), c, "multilabel_margin_loss",
+    t._backend.check_index(t._data, -1, c, "multilabel_margin_loss",
                            lambda v: RuntimeError("argument #2 'target' is out of range"),
-                           what="target")
+                           what="target")  # PyTorch checks every entry: in [-1, C)
     listed = (t >= 0).cumprod(1) != 0  # entries before the first -1
     # how often each class is listed in its row (unlisted entries add 0 to class 0)
     counts = t.new_zeros(t.shape, dtype=D.int64).scatter_add(
