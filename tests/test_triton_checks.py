@@ -228,6 +228,10 @@ for x in ("*i64", "*i32", "*u8"):
     for ignore in (True, False):
         build({"x_ptr": x, "flag_ptr": "*i64", "ignore": "i64", "hi": "i64"}, KIND=0,
               HAS_IGNORE=ignore, BLOCK=1024)
+# Triton makes an integer argument equal to 1 a constant: a one-element index, a size-1
+# dim, the first registered code
+build({"x_ptr": "*i64", "flag_ptr": "*i64", "lo": "i64"}, n=1, hi=1, code=1, KIND=0,
+      HAS_IGNORE=True, BLOCK=1024)
 for x in ("*fp32", "*fp64", "*fp16", "*bf16"):
     for kind in (1, 2):
         build({"x_ptr": x, "flag_ptr": "*i64"}, KIND=kind, HAS_IGNORE=False, BLOCK=1024)

@@ -379,11 +379,8 @@ def _multinomial_with_replacement(xp, rng, p: np.ndarray, n: int, cdf=None) -> n
     idx = xp.searchsorted(cdf.ravel(), u.ravel(), side="right").reshape(rows, n) - off * k
     # a draw that rounds onto its row's end (r + 1) belongs to the row's last category of
     # nonzero weight
-    over = idx >= k
-    if over.any():
-        r = xp.nonzero(over)[0]
-        idx[over] = k - 1 - xp.argmax(p[r, ::-1] > 0, axis=-1)
-    return idx
+    last = k - 1 - xp.argmax(p[:, ::-1] > 0, axis=-1)  # for every row: no host read
+    return xp.where(idx >= k, last[:, None], idx)
 
 
 @op(tags=RANDOM, differentiable=False)

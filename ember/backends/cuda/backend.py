@@ -7,7 +7,9 @@ dispatcher (correct, not fast), and one that is handed GPU arrays raises a clear
 ember's own kernels: generated Triton pointwise kernels (pointwise.py), Triton row kernels
 (rows.py: softmax family, layer and RMS norm), fused attention (attention.py), fused
 optimizer steps (optim.py), products through its cuBLAS binding (blas.py), and Philox
-streams held on the device for the sampling ops (philox.py, random_ops.py). Not yet here:
+streams held on the device for the sampling ops (philox.py, random_ops.py), and the
+data-dependent argument checks (indices in bounds, targets, probabilities) run on the device,
+their failures raised at the next synchronising call (checks.py). Not yet here:
 bfloat16/float8 storage beyond what CuPy holds, streams and events.
 
 ``import ember`` never imports CuPy: the backend registers when CuPy is installed, and CuPy
