@@ -13,6 +13,12 @@ tensor's data" or calls numpy for array work on it:
     has_data           False where arrays have a layout but no memory (``meta``)
     fused_step         a step of a layer above the op table that this backend runs in one
                        call (an optimizer's update of all its parameters), or None
+    check_index / check_probabilities / check_unit_interval
+                       data-dependent argument checks (indices in bounds, valid
+                       probabilities, values in [0, 1]): eager here, raising PyTorch's error
+                       at once; a device backend may record failures on the device and raise
+                       at its next synchronising call instead (kernels reach them as
+                       ``xp.check_index``, ...)
     empty / from_host / to_host / copy_into   allocation and copies
     strides / storage / storage_offset / data_ptr / writeable / may_share_memory /
     shares_memory      layout and aliasing queries
@@ -75,6 +81,43 @@ class Backend:
     def fused_step(self, name: str):
         """This backend's fused ``name`` step, or None (the caller computes op by op)."""
         return self.fused_steps.get(name)
+
+    # ---------------------------------------------------------------- checks
+    def check_index(self, index, lo: int, hi: int, op: str, error, *, what: str = "index",
+                    ignore: int | None = None) -> None:
+        """Every element of the integer array ``index`` lies in ``[lo, hi)``, those equal to
+        ``ignore`` aside; else ``error(first bad value)`` (an exception, PyTorch's for ``op``)
+        is raised. ``what`` names the values in a device backend's report ("index",
+        "target")."""
+        if not index.size:
+            return
+        flat = index.reshape(-1)
+        if ignore is None:
+            if flat.min() >= lo and flat.max() < hi:
+                return
+            bad = (flat < lo) | (flat >= hi)
+        else:
+            bad = ((flat < lo) | (flat >= hi)) & (flat != ignore)
+            if not bad.any():
+                return
+        raise error(flat[self.xp.argmax(bad)].item())
+
+    def check_probabilities(self, p, totals, op: str) -> None:
+        """``p`` holds no negative, NaN or infinite element, and ``totals`` (its row sums)
+        are positive; else PyTorch's RuntimeError."""
+        xp = self.xp
+        if not (p.min() >= 0 and xp.isfinite(totals).all()):  # NaN fails the first test
+            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+        if xp.any(totals <= 0):
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+
+    def check_unit_interval(self, a, op: str, error, *, what: str = "value") -> None:
+        """Every element of the float array ``a`` lies in [0, 1] (NaN does not); else
+        ``error(position of the first bad element)`` is raised. ``what`` names the values in
+        a device backend's report ("probability")."""
+        ok = (a >= 0) & (a <= 1)
+        if not ok.all():
+            raise error(int(self.xp.argmax(~ok.reshape(-1))))
 
     # ---------------------------------------------------------------- interface
     def device_of(self, a) -> device:

@@ -19,7 +19,7 @@ import numpy as np
 from .._device import CPU
 from ..codegen.c import runtime
 from .base import ARRAY_TYPES, Backend, register
-from .xp_api import restricted
+from .xp_api import attach_checks, restricted
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
@@ -300,4 +300,5 @@ class CPUBackend(Backend):
 
 
 BACKEND = register(CPUBackend(), linalg_errors=(np.linalg.LinAlgError,))
+attach_checks(BACKEND.xp, BACKEND)  # eager: Backend.check_index raises PyTorch's errors
 ARRAY_TYPES.add(np.ndarray)

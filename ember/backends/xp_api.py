@@ -28,12 +28,17 @@ XP_API = frozenset("""
     trunc unique vdot where zeros
 """.split())
 LINALG = frozenset("cholesky det eigh eigvalsh inv qr svd".split())
-EXTRAS = frozenset(("add_at",))  # library calls every backend's namespace provides
+# library calls every backend's namespace provides; the checks are its backend's
+# (Backend.check_index / check_probabilities), attached where the backend builds its xp
+EXTRAS = frozenset(("add_at", "check_index", "check_probabilities", "check_unit_interval"))
 STRIDE_TRICKS = frozenset(("as_strided",))
 
 
-def restricted(module, name: str) -> types.ModuleType:
-    """A namespace over module (numpy, cupy) holding only the listed names."""
+def restricted(module, name: str, backend=None) -> types.ModuleType:
+    """A namespace over module (numpy, cupy) holding only the listed names; ``backend``'s
+    data-dependent checks as ``check_index`` / ``check_probabilities`` /
+    ``check_unit_interval`` (attached later where
+    the backend does not exist yet)."""
     ns = types.ModuleType(name, f"{module.__name__}, as op kernels may use it")
     for n in XP_API:
         if hasattr(module, n):  # CuPy lacks a few (see missing())
@@ -49,7 +54,16 @@ def restricted(module, name: str) -> types.ModuleType:
     ns.lib = types.SimpleNamespace(stride_tricks=tricks)
     # library calls beyond the array API, under one name on every backend
     ns.add_at = module.add.at  # a[indices] += b, unbuffered (repeated indices accumulate)
+    if backend is not None:
+        attach_checks(ns, backend)
     return ns
+
+
+def attach_checks(ns, backend) -> None:
+    """``backend``'s data-dependent argument checks into its kernels' namespace ``ns``."""
+    ns.check_index = backend.check_index
+    ns.check_probabilities = backend.check_probabilities
+    ns.check_unit_interval = backend.check_unit_interval
 
 
 def missing(module) -> list[str]:

@@ -177,8 +177,14 @@ def _gpu_set_device(device) -> None:
 
 
 def _gpu_synchronize(device=None) -> None:
-    with _cuda_backend.cupy().cuda.Device(_index(device)):
+    """Wait for the device; raises the failures its argument checks recorded (RuntimeError,
+    "device-side assert triggered": backends/cuda/checks.py)."""
+    from ..backends.cuda import checks
+    index = _index(device)
+    checks.STATS["syncs"] += 1
+    with _cuda_backend.cupy().cuda.Device(index):
         _cuda_backend.cupy().cuda.Device().synchronize()
+        checks.raise_pending(index)
 
 
 def _gpu_properties(device=None) -> dict:

@@ -37,17 +37,13 @@ def _long_index(name: str, index: np.ndarray) -> None:
         raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
 
 
-def _bounds(xp, index: np.ndarray, n: int, dim: int, exc=RuntimeError, prefix="",
+def _bounds(xp, op: str, index: np.ndarray, n: int, dim: int, exc=RuntimeError, prefix="",
             negative=False) -> None:
-    """Every index in [0, n) (or [-n, n) with ``negative``), else PyTorch's message."""
-    if not index.size:
-        return
-    lo, hi = index.min(), index.max()
-    low = -n if negative else 0
-    if lo < low or hi >= n:
-        flat = index.reshape(-1)
-        bad = flat[xp.argmax((flat < low) | (flat >= n))]
-        raise exc(f"{prefix}index {bad} is out of bounds for dimension {dim} with size {n}")
+    """Every index in [0, n) (or [-n, n) with ``negative``), else PyTorch's message: the
+    backend's check (on a GPU it reads nothing back; a failure is raised at the next
+    synchronising call)."""
+    xp.check_index(index, -n if negative else 0, n, op, lambda v: exc(
+        f"{prefix}index {v} is out of bounds for dimension {dim} with size {n}"))
 
 
 def _1d(a: np.ndarray) -> np.ndarray:
@@ -123,7 +119,7 @@ def gather(xp, input: "Tensor", dim, index: "Tensor", *, sparse_grad=False):
     _check_scatter_shapes(x, idx, d, gather=True)
     if not idx.size:
         return xp.empty(index.shape, input.dtype)
-    _bounds(xp, idx, x.shape[d], d)
+    _bounds(xp, "gather", idx, x.shape[d], d)
     return x[_dim_key(xp, idx, d)].reshape(index.shape)
 
 
@@ -143,7 +139,7 @@ def _scatter_prep(xp, name, input, dim, index, src):
     if not idx.size:  # of any shape: as an empty index of self's rank it scatters nothing
         idx = idx.reshape((0,) * x.ndim)
         s = None if s is None else s.reshape(-1)[:0].reshape(idx.shape)
-    _bounds(xp, idx, x.shape[d], d)
+    _bounds(xp, name, idx, x.shape[d], d)
     return d, x, idx, s
 
 
@@ -308,8 +304,8 @@ def index_select(xp, input: "Tensor", dim, index: "Tensor"):
                            f"{index.size} value(s)")
     idx = _vector_index(index)
     n = _1d(input).shape[d]
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
-        raise IndexError("index out of range in self")
+    xp.check_index(idx, 0, n, "index_select",
+                   lambda v: IndexError("index out of range in self"))
     out = xp.take(_1d(input), idx, axis=d)
     return out.reshape(()) if input.ndim == 0 else out
 
@@ -362,7 +358,7 @@ def index_add(xp, input: "Tensor", dim, index: "Tensor", source: "Tensor", *, al
                            "must have the same scalar type")
     idx = _vector_index(index)
     _check_source("index_add_", input, d, idx, source)
-    _bounds(xp, idx, _1d(input).shape[d], d)
+    _bounds(xp, "index_add", idx, _1d(input).shape[d], d)
     out = _upcast(input).copy()
     src = _upcast(source)
     if alpha != 1:
@@ -395,7 +391,7 @@ def index_copy(xp, input: "Tensor", dim, index: "Tensor", source: "Tensor"):
                            f"but got (self) {_tname(input)} and (source) {_tname(source)}")
     idx = _vector_index(index)
     _check_source("index_copy_", input, d, idx, source)
-    _bounds(xp, idx, _1d(input).shape[d], d, IndexError, "index_copy_(): ")
+    _bounds(xp, "index_copy", idx, _1d(input).shape[d], d, IndexError, "index_copy_(): ")
     out = input.copy()
     _moved(xp, out, d)[idx] = _moved(xp, source, d)
     return out
@@ -422,7 +418,7 @@ def index_fill(xp, input: "Tensor", dim, index: "Tensor", value: "Scalar|Tensor"
                                f"tensor with {value.ndim} dimension(s).")
         value = value.item()
     idx = _vector_index(index)
-    _bounds(xp, idx, _1d(input).shape[d], d, IndexError, negative=True)
+    _bounds(xp, "index_fill", idx, _1d(input).shape[d], d, IndexError, negative=True)
     out = input.copy()
     _moved(xp, out, d)[idx] = scalar_value(xp, value, D.from_np(input.dtype))
     return out

@@ -28,6 +28,7 @@ from .. import _dtype as D
 from .._tensor import Tensor, _wrap
 from ..autograd.grad_mode import state as _grad_state
 from ..backends.casting import cast
+from ..backends.cpu import BACKEND as CPU_BACKEND
 from .bind import tensor_method
 from .creation import as_tensor, tensor, zeros
 from .registry import call_inplace, op
@@ -172,13 +173,9 @@ def adv_key(xp, shape: tuple, arrays: list, dims) -> tuple:
             else:
                 p = xp.zeros(p.shape, np.int64)
         elif p.size:
-            lo, hi = p.min(), p.max()
-            if lo < -n or hi >= n:
-                flat = p.reshape(-1)
-                bad = flat[xp.argmax((flat < -n) | (flat >= n))]
-                # PyTorch moves the indexed dims to the front first: it names the rank
-                raise IndexError(f"index {bad} is out of bounds for dimension {rank} with size "
-                                 f"{n}")
+            # PyTorch moves the indexed dims to the front first: it names the rank
+            xp.check_index(p, -n, n, "index", lambda v, rank=rank, n=n: IndexError(
+                f"index {v} is out of bounds for dimension {rank} with size {n}"))
         key[d] = p
     while key and isinstance(key[-1], slice):
         key.pop()
@@ -291,7 +288,7 @@ def _(input, indices, dims=None):
         raise RuntimeError("index: output shape depends on the input's values (bool mask)")
     # shapes only: host numpy stand-ins, whatever the device
     stand_ins = [np.broadcast_to(np.zeros((), np.int64), tuple(i.shape)) for i in indices]
-    key = adv_key(np, tuple(input.shape), stand_ins, dims)
+    key = adv_key(CPU_BACKEND.xp, tuple(input.shape), stand_ins, dims)
     return (adv_shape(np, tuple(input.shape), key) if key else tuple(input.shape)), input.dtype
 
 
@@ -360,13 +357,8 @@ def take(xp, input: "Tensor", index: "Tensor"):
     if index.dtype != np.int64:
         raise RuntimeError(f"take(): Expected a long tensor for index, but got {_tname(index)}")
     n = input.size
-    if index.size:
-        lo, hi = index.min(), index.max()
-        if lo < -n or hi >= n:
-            flat = index.reshape(-1)
-            bad = flat[xp.argmax((flat < -n) | (flat >= n))]
-            raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} "
-                             "elements.")
+    xp.check_index(index, -n, n, "take", lambda v: IndexError(
+        f"out of range: tried to access index {v} on a tensor of {n} elements."))
     return input.reshape(-1)[index]
 
 
@@ -574,7 +566,8 @@ def _setitem(self: Tensor, key, value) -> None:
         arr = cast_array(value._data, dt)
     target = _writable(self._data[bkey + (Ellipsis,)])
     if adv:
-        k = adv_key(np, target.shape, [t._data for t, _ in adv], [d for _, d in adv])
+        k = adv_key(self._backend.xp, target.shape, [t._data for t, _ in adv],
+                    [d for _, d in adv])
         target[k] = fit_value(np, arr, adv_shape(np, target.shape, k), True)
     else:
         target[...] = fit_value(np, arr, target.shape, False)

@@ -101,10 +101,10 @@ def _nll_layout(xp, input, target):
 
 def _nll_picks(xp, target, c, weight, ignore_index):
     """Per-element (class index, weight): ignored positions get weight 0 and class 0."""
+    xp.check_index(target, 0, c, "nll_loss",
+                   lambda v: IndexError(f"Target {v} is out of bounds."), what="target",
+                   ignore=ignore_index)
     valid = target != ignore_index
-    bad = valid & ((target < 0) | (target >= c))
-    if bad.any():
-        raise IndexError(f"Target {int(target[bad][0])} is out of bounds.")
     cls = xp.where(valid, target, 0).astype(np.intp)
     w = valid.astype(np.float64) if weight is None else xp.where(valid, weight[cls], 0)
     return cls, w
@@ -311,8 +311,8 @@ def binary_cross_entropy_op(xp, input: "Tensor", target: "Tensor", weight: "Tens
     if target.dtype != input.dtype:
         raise RuntimeError(f"Found dtype {D.TYPE_NAME[D.from_np(target.dtype)]} but expected "
                            f"{D.TYPE_NAME[D.from_np(input.dtype)]}")
-    if not ((input >= 0) & (input <= 1)).all():
-        raise RuntimeError("all elements of input should be between 0 and 1")
+    xp.check_unit_interval(input, "binary_cross_entropy", lambda v: RuntimeError(
+        "all elements of input should be between 0 and 1"), what="input")
     loss = (target - 1) * xp.maximum(xp.log1p(-input), -100) - target * xp.maximum(
         xp.log(input), -100)
     if weight is not None:
@@ -536,8 +536,8 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     c = input.shape[-1] if input.ndim else 1
     x = input.reshape(n, c)
     t = target.reshape(n)
-    if t.numel() and (t.min() < 0 or t.max() >= c):  # a data-dependent check: host reads
-        raise RuntimeError("target out of range")
+    t._backend.check_index(t._data, 0, c, "multi_margin_loss",
+                           lambda v: RuntimeError("target out of range"), what="target")
     is_y = t.unsqueeze(-1) == arange(c, device=t.device)
     x_y = where(is_y, x, 0).sum(-1, keepdim=True)
     z = (x - x_y + margin).clamp_min(0)
@@ -561,8 +561,9 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average=None, red
                            f"{list(input.shape)}")
     c = input.shape[-1] if input.ndim else 1
     t = target.reshape(-1, c)
-    if t.numel() and t.max() >= c:  # a data-dependent check: a host read
-        raise RuntimeError("argument #2 'target' is out of range")
+    t._backend.check_index(t._data, -1, c, "multilabel_margin_loss",
+                           lambda v: RuntimeError("argument #2 'target' is out of range"),
+                           what="target")  # PyTorch checks every entry: in [-1, C)
     listed = (t >= 0).cumprod(1) != 0  # entries before the first -1
     # how often each class is listed in its row (unlisted entries add 0 to class 0)
     counts = t.new_zeros(t.shape, dtype=D.int64).scatter_add(

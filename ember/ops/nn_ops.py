@@ -203,8 +203,8 @@ def embedding(xp, weight: "Tensor", indices: "Tensor", padding_idx=-1, scale_gra
     if weight.ndim != 2:
         raise RuntimeError("'weight' must be 2-D")
     _check_indices(indices)
-    if indices.size and (indices.min() < 0 or indices.max() >= weight.shape[0]):
-        raise IndexError("index out of range in self")
+    xp.check_index(indices, 0, weight.shape[0], "embedding",
+                   lambda v: IndexError("index out of range in self"))
     return weight[indices]
 
 
@@ -286,11 +286,10 @@ def one_hot(xp, tensor: "Tensor", num_classes=-1):
         if tensor.size == 0:
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
         num_classes = int(tensor.max()) + 1
-    if tensor.size:
-        if tensor.min() < 0:
-            raise RuntimeError("Class values must be non-negative.")
-        if tensor.max() >= num_classes:
-            raise RuntimeError("Class values must be smaller than num_classes.")
+    # a negative class is reported first, as PyTorch checks the minimum first
+    xp.check_index(tensor, 0, num_classes, "one_hot", lambda v: RuntimeError(
+        "Class values must be non-negative." if tensor.min() < 0 else
+        "Class values must be smaller than num_classes."), what="class value")
     return (tensor[..., None] == xp.arange(num_classes)).astype(np.int64)
 
 

@@ -594,10 +594,9 @@ def _max_unpool(xp, input: "Tensor", indices: "Tensor", output_size):
                            f"({list(input.shape)}) but got indices tensor with shape: "
                            f"{list(indices.shape)}")
     size = prod(output_size)
-    bad = (indices < 0) | (indices >= size)
-    if bad.any():
-        raise RuntimeError(f"Found an invalid max index: {int(indices[bad].ravel()[0])} (output "
-                           f"volumes are of size {'x'.join(map(str, output_size))}")
+    xp.check_index(indices, 0, size, "max_unpool", lambda v: RuntimeError(
+        f"Found an invalid max index: {v} (output volumes are of size "
+        f"{'x'.join(map(str, output_size))}"))
     lead = input.shape[:input.ndim - nd]
     n = prod(lead)
     out = xp.zeros((n, size), input.dtype)

@@ -33,9 +33,7 @@ _C_INT = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "in
 
 def _int_power(xp, a, e):
     # PyTorch: a negative exponent gives 0 unless |a| == 1 (and 0 ** -n is 0 too)
-    neg = e < 0
-    if not neg.any():
-        return xp.power(a, e)
+    neg = e < 0  # computed for every element: deciding first would read the device back
     r = xp.power(a, xp.where(neg, 0, e))
     ones = xp.where(a == -1, xp.where(e % 2 == 0, 1, -1), xp.where(a == 1, 1, 0)).astype(r.dtype)
     return xp.where(neg, ones, r)
@@ -57,9 +55,7 @@ def _complex_power(xp, a, e):
     r = xp.power(a, e)
     # exp(e log 0) with e real and negative is inf + nan j in C (numpy says nan + nan j)
     pole = (a == 0) & (e.imag == 0) & (e.real < 0)
-    if pole.any():
-        r = xp.where(pole, xp.asarray(complex(math.inf, math.nan), r.dtype), r)
-    return r
+    return xp.where(pole, xp.asarray(complex(math.inf, math.nan), r.dtype), r)
 
 
 def _log_scalar(a, cplx):

@@ -326,9 +326,9 @@ def _bernoulli(xp, rng, p, shape: tuple, out_np, name: str) -> np.ndarray:
     """0/1 draws of probability ``p`` (a number, or an array that broadcasts to ``shape``)."""
     if isinstance(p, np.ndarray):
         probs = p.astype(np.float64 if p.dtype == np.float64 else np.float32, copy=False)
-        if not xp.all((probs >= 0) & (probs <= 1)):
-            raise RuntimeError(f"{name}(): Expected p_in >= 0 && p_in <= 1 to be true, but got "
-                               "false (every probability must lie in [0, 1])")
+        xp.check_unit_interval(probs, name, lambda v: RuntimeError(
+            f"{name}(): Expected p_in >= 0 && p_in <= 1 to be true, but got false (every "
+            "probability must lie in [0, 1])"), what="probability")
         u = rng.random(shape, dtype=probs.dtype.type)  # numpy-only: Generator draw
     else:
         if isinstance(p, Tensor) or not isinstance(p, numbers.Real):
@@ -379,11 +379,8 @@ def _multinomial_with_replacement(xp, rng, p: np.ndarray, n: int, cdf=None) -> n
     idx = xp.searchsorted(cdf.ravel(), u.ravel(), side="right").reshape(rows, n) - off * k
     # a draw that rounds onto its row's end (r + 1) belongs to the row's last category of
     # nonzero weight
-    over = idx >= k
-    if over.any():
-        r = xp.nonzero(over)[0]
-        idx[over] = k - 1 - xp.argmax(p[r, ::-1] > 0, axis=-1)
-    return idx
+    last = k - 1 - xp.argmax(p[:, ::-1] > 0, axis=-1)  # for every row: no host read
+    return xp.where(idx >= k, last[:, None], idx)
 
 
 @op(tags=RANDOM, differentiable=False)
@@ -415,10 +412,7 @@ def multinomial(xp, input: "Tensor", num_samples, replacement=False, *, generato
     inverse_cdf = replacement or n == 1  # one draw is the same with or without replacement
     cdf = _cumsum(xp, p) if inverse_cdf else None
     totals = cdf[:, -1] if inverse_cdf else p.sum(-1, dtype=np.float64)
-    if not (p.min() >= 0 and xp.isfinite(totals).all()):  # NaN fails the first test
-        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
-    if xp.any(totals <= 0):
-        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    xp.check_probabilities(p, totals, "multinomial")
     rng = numpy_generator(generator, "multinomial")
     if inverse_cdf:
         idx = _multinomial_with_replacement(xp, rng, p, n, cdf)

@@ -53,8 +53,8 @@ NO_PROMOTE = None
 
 _HALF = (D.float16, D.bfloat16, *D.FLOAT8)  # computed in float32
 _KERNEL_HALF = (D.float16, D.bfloat16)  # what compiled pointwise kernels widen themselves
-
 _NP_FROM = D._FROM_NP
+HOST_RESULTS: dict = {}  # op name -> host values (numpy-only kernels) a device backend returned
 _new = object.__new__
 
 
@@ -380,7 +380,6 @@ class OpDef:
         finally:
             quiet_exit(token)
 
-
     def _collect_with_lists(self, vals: list, nargs: int, unwrap: bool) -> list:
         """The tensor arguments of an op with a ``Tensor[]`` parameter, in signature order
         (lists flattened); unwraps them in ``vals`` when ``unwrap``."""
@@ -454,6 +453,8 @@ class OpDef:
         if type(r) is not backend.array_type:
             if r is None or isinstance(r, Tensor):
                 return r
+            if backend is not CPU_BACKEND:  # a numpy-only kernel's result, moved over
+                HOST_RESULTS[self.name] = HOST_RESULTS.get(self.name, 0) + 1
             r = backend.xp.asarray(r)
         if out_dtype is not None and r.dtype != out_dtype.np and (
                 r.dtype.kind in "fc" or self.promote is not None):

@@ -247,9 +247,8 @@ def _max_position(stride, shape, offset: int) -> int:
 
 def _scatter_add(xp, n: int, pos: np.ndarray, vals: np.ndarray) -> np.ndarray:
     pos, vals = pos.ravel(), vals.ravel()
-    keep = pos >= 0
-    if not keep.all():
-        pos, vals = pos[keep], vals[keep]
+    keep = pos >= 0  # positions outside the view add nothing (no host read to drop them)
+    pos, vals = xp.where(keep, pos, 0), xp.where(keep, vals, xp.zeros((), vals.dtype))
     if vals.dtype.kind == "c":
         return xp.bincount(pos, vals.real, n) + 1j * xp.bincount(pos, vals.imag, n)
     return xp.bincount(pos, vals.astype(np.float64, copy=False), n)
@@ -299,9 +298,7 @@ def _view_take(xp, input: "Tensor", base_shape, view_name, args):
     pos = _positions(xp, tuple(base_shape), view_name, args)
     flat = input.reshape(-1)
     out = flat[xp.maximum(pos, 0)] if flat.size else xp.zeros(pos.shape, input.dtype)
-    if (pos < 0).any():
-        out[pos < 0] = 0
-    return out
+    return xp.where(pos < 0, xp.zeros((), out.dtype), out)  # no host read of the positions
 
 
 @_view_take.def_backward

@@ -8,7 +8,9 @@ ember's own kernels: generated Triton pointwise kernels (pointwise.py), Triton r
 (rows.py: softmax family, layer and RMS norm), batch norm (channels.py), 2-D pooling
 (pool.py), fused attention (attention.py), fused
 optimizer steps (optim.py), products through its cuBLAS binding (blas.py), and Philox
-streams held on the device for the sampling ops (philox.py, random_ops.py). Not yet here:
+streams held on the device for the sampling ops (philox.py, random_ops.py), and the
+data-dependent argument checks (indices in bounds, targets, probabilities) run on the device,
+their failures raised at the next synchronising call (checks.py). Not yet here:
 bfloat16/float8 storage beyond what CuPy holds, streams and events.
 
 ``import ember`` never imports CuPy: the backend registers when CuPy is installed, and CuPy
@@ -25,6 +27,8 @@ from ..base import ARRAY_TYPES, Backend, register
 from .. import special
 from ..xp_api import restricted
 from ..xp_ops import compiled_cast, set_compiler
+from . import checks
+from .checks import STATS, _PENDING, raise_pending
 from .runtime import cupy
 
 
@@ -43,7 +47,7 @@ class CUDABackend(Backend):
 
     @functools.cached_property
     def xp(self):
-        xp = restricted(cupy(), "ember.backends.cuda.xp")
+        xp = restricted(cupy(), "ember.backends.cuda.xp", self)
         from . import blas
         xp.matmul = blas.matmul  # products through ember's cuBLAS binding
         if triton_installed():  # pointwise definitions become generated Triton kernels
@@ -74,7 +78,14 @@ class CUDABackend(Backend):
             return cupy().asarray(a)
 
     def to_host(self, a):
-        return cupy().asnumpy(a)
+        """A host copy of ``a``: a wait for the device, where the failures that checks
+        recorded on ``a``'s device since the last wait are raised (checks.py)."""
+        STATS["d2h"] += 1
+        STATS["syncs"] += 1
+        out = cupy().asnumpy(a)
+        if _PENDING and isinstance(a, self.array_type):
+            raise_pending(a.device.id)
+        return out
 
     def to_device(self, a, device=None):
         """A copy of the GPU array ``a`` on ``device`` (another GPU, or the current one)."""
@@ -111,8 +122,29 @@ class CUDABackend(Backend):
         return cupy().cuda.runtime.getDevice()
 
     def synchronize(self, index=None) -> None:
+        STATS["syncs"] += 1
         with self._on(device("cuda", index) if index is not None else None):
             cupy().cuda.get_current_stream().synchronize()
+            if _PENDING:
+                raise_pending(self.current_index())
+
+    # ---------------------------------------------------------------- checks
+    def check_index(self, index, lo, hi, op, error, *, what="index", ignore=None) -> None:
+        """On the device (checks.py): a failure is raised at the next synchronising call
+        (at once with ``EMBER_CUDA_SYNC_CHECKS=1``), as PyTorch's device-side assert."""
+        if not isinstance(index, self.array_type) or not triton_installed():
+            return super().check_index(index, lo, hi, op, error, what=what, ignore=ignore)
+        checks.check_index(index, lo, hi, op, what=what, ignore=ignore)
+
+    def check_probabilities(self, p, totals, op) -> None:
+        if not isinstance(p, self.array_type) or not triton_installed():
+            return super().check_probabilities(p, totals, op)
+        checks.check_probabilities(p, totals, op)
+
+    def check_unit_interval(self, a, op, error, *, what="value") -> None:
+        if not isinstance(a, self.array_type) or not triton_installed():
+            return super().check_unit_interval(a, op, error, what=what)
+        checks.check_unit_interval(a, op, what)
 
 
 def _special_library() -> dict:

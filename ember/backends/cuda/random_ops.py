@@ -179,7 +179,7 @@ def make(backend) -> dict:
             std = std.astype(comp.np, copy=False)
         return xp.asarray(mean + std * noise).astype(dt.np, copy=False)
 
-    def draw_bernoulli(input, p):
+    def draw_bernoulli(input, p, name):
         """0/1 of input's dtype and shape with probability ``p`` (a number, or an array of
         this backend broadcasting to input's shape), or None where the impl decides."""
         if input.dtype.kind == "c":
@@ -192,8 +192,10 @@ def make(backend) -> dict:
                 p = xp.ascontiguousarray(xp.broadcast_to(p, input.shape))
             except ValueError:
                 return None
-            if not bool(xp.all((p >= 0) & (p <= 1))):  # the impl's check (it synchronises)
-                return None
+            # on the device: a failure is raised at the next synchronising call
+            backend.check_unit_interval(p, name, lambda v: RuntimeError(
+                f"{name}(): Expected p_in >= 0 && p_in <= 1 to be true, but got false "
+                "(every probability must lie in [0, 1])"), what="probability")
         else:
             p = _number(p)
             if p is None or not 0 <= p <= 1:
@@ -201,7 +203,10 @@ def make(backend) -> dict:
         return p
 
     def bernoulli_functional(input, p=0.5, *, generator=None):
-        p = draw_bernoulli(input, p)
+        return bernoulli_draw(input, p, generator, "bernoulli_")
+
+    def bernoulli_draw(input, p, generator, name):
+        p = draw_bernoulli(input, p, name)
         if p is None:
             return None
         index = index_of(None, input)
@@ -217,7 +222,7 @@ def make(backend) -> dict:
             p = input
         elif not isinstance(p, _REAL):
             return None  # a tensor p: the impl broadcasts it against input
-        return bernoulli_functional(input, p, generator=generator)
+        return bernoulli_draw(input, p, generator, "bernoulli")
 
     return {"rand": factory(philox.uniform_), "randn": factory(philox.normal_),
             "rand_like": like(philox.uniform_), "randn_like": like(philox.normal_),
