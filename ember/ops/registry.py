@@ -332,20 +332,23 @@ class OpDef:
             else:
                 if not unwrap:
                     out_dtype = self._promote(vals, nargs, backend)
-                elif self.upcast_half and inputs and inputs[0]._dtype in _HALF:
-                    out_dtype = inputs[0]._dtype
-                    for i in self.tensor_pos:
-                        if i < nargs and isinstance(vals[i], backend.array_type) and \
-                                vals[i].dtype == out_dtype.np:
-                            vals[i] = vals[i].astype(D.float32.np)
+                kernel = self._kernel_overrides.get(backend) if self._kernel_overrides \
+                    else None
+                widen = None  # half inputs the impl (not the kernel) takes widened
+                if unwrap and self.upcast_half and inputs and inputs[0]._dtype in _HALF:
+                    out_dtype = widen = inputs[0]._dtype
+                    if not getattr(kernel, "widens_half", False):
+                        self._widen_half(vals, nargs, backend, widen)
+                        widen = None
                 if backend is not CPU_BACKEND:  # zero-dim CPU tensors' arrays move over
                     vals = [_moved(v, backend) for v in vals]
                 try:
                     res = None
-                    if self._kernel_overrides and \
-                            (kernel := self._kernel_overrides.get(backend)) is not None:
+                    if kernel is not None:
                         res = kernel(*vals, **kwargs)
                     if res is None:
+                        if widen is not None:
+                            self._widen_half(vals, nargs, backend, widen)
                         res = self.impl(backend.xp, *vals, **kwargs) if kwargs else \
                             self.impl(backend.xp, *vals)
                 except backends_base.KERNEL_ERRORS as e:
@@ -380,6 +383,13 @@ class OpDef:
         finally:
             quiet_exit(token)
 
+
+    def _widen_half(self, vals: list, nargs: int, backend, half) -> None:
+        """An ``upcast_half`` op's ``half`` arrays among ``vals`` as float32, for its impl."""
+        for i in self.tensor_pos:
+            if i < nargs and isinstance(vals[i], backend.array_type) and \
+                    vals[i].dtype == half.np:
+                vals[i] = vals[i].astype(D.float32.np)
 
     def _collect_with_lists(self, vals: list, nargs: int, unwrap: bool) -> list:
         """The tensor arguments of an op with a ``Tensor[]`` parameter, in signature order
@@ -547,7 +557,10 @@ def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
 #     "binary"   ``f(a, b)`` for two arrays of one float dtype (float32/float64): the same result
 #                as the impl, faster (the CPU backend's threaded ufuncs, its matmul)
 #     "kernel"   ``f(*arrays, **kwargs)`` tried before the impl on the unpromoted arrays; returns
-#                None where it does not apply (the CPU backend's fused axpy for ``add``)
+#                None where it does not apply (the CPU backend's fused axpy for ``add``); an
+#                ``upcast_half`` op hands it float16/bfloat16 arrays widened to float32, unless
+#                the kernel has ``widens_half = True`` (it takes them as they are; the impl
+#                still gets them widened if the kernel declines)
 #     "inplace"  ``f(a, b, alpha) -> bool``: ``x.op_(other[, alpha=])`` computed in x's memory,
 #                ``b`` an array of x's dtype or a Python number; False where it does not apply
 _NUMBERS = frozenset((int, float, bool, complex))

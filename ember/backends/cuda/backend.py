@@ -5,7 +5,8 @@ Every kernel that computes through ``xp`` runs on the GPU as CuPy's kernels; a k
 ``# numpy-only`` that returns a host array has its result moved to the device by the
 dispatcher (correct, not fast), and one that is handed GPU arrays raises a clear TypeError.
 ember's own kernels: generated Triton pointwise kernels (pointwise.py), Triton row kernels
-(rows.py: softmax family, layer and RMS norm), fused attention (attention.py), fused
+(rows.py: softmax family, layer and RMS norm), reductions (reductions.py: sums, means,
+extrema with indices, variances), fused attention (attention.py), fused
 optimizer steps (optim.py), products through its cuBLAS binding (blas.py), and Philox
 streams held on the device for the sampling ops (philox.py, random_ops.py). Not yet here:
 bfloat16/float8 storage beyond what CuPy holds, streams and events.
@@ -136,5 +137,7 @@ BACKEND = register(CUDABackend()) if installed() else None
 if BACKEND is not None and triton_installed():  # ember's Triton row kernels as overrides
     from .rows import register as _register_rows
     from .optim import register as _register_steps
+    from .reductions import register as _register_reductions
     _register_rows(BACKEND)
+    _register_reductions(BACKEND)  # sum, mean, amax, max.dim, argmax, var, ... (reductions.py)
     _register_steps(BACKEND)  # fused Adam / SGD steps (optim.py)
