@@ -114,6 +114,17 @@ def test_integer_and_bool_sums_are_int64(dtype, shape, dim):
         close(R.OVERRIDES["mean"](a, dim, dtype=ember.float64), t.mean(tdim, dtype=torch.float64))
 
 
+@pytest.mark.parametrize("shape,size", [((4, 6), (6,)), ((2, 3, 4), (3, 1)), ((5, 3), (1, 3)),
+                                        ((2, 3), ())])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32"])
+def test_sum_to_size_matches_torch(shape, size, dtype):
+    a = data(shape, dtype)
+    close(R.OVERRIDES["sum_to_size"](a, size), tt(a).sum_to_size(size), dtype
+          if dtype != "int32" else None, 4)
+    assert R.OVERRIDES["sum_to_size"](a, shape) is None  # nothing to sum: the impl's copy
+    assert R.OVERRIDES["sum_to_size"](a, (7,)) is None  # not expandable: the impl's error
+
+
 def test_sum_accumulates_halves_in_float32():
     """4096 float16 ones plus 1/2048 each: float16 accumulation would stop at 2048."""
     a = np.full(4096, 1.0, np.float16)
@@ -379,6 +390,17 @@ def test_ember_ops_values_and_grads_through_the_kernels(cpu_reduce, dtype):
         assert ie.dtype == ember.int64 and ie.tolist() == it.tolist()
         assert getattr(e, "arg" + name)().item() == getattr(t, "arg" + name)().item()
     assert cpu_reduce() >= 20
+
+
+def test_broadcast_gradients_sum_through_the_kernels(cpu_reduce):
+    """A bias added over rows: its gradient is autograd's sum_to_size over the rows."""
+    e, t = pair((5, 6), "float32")
+    be, bt = pair((6,), "float32", seed=1)
+    before = cpu_reduce()
+    (ge,) = ember.autograd.grad((e.detach() * be).sum(), be)
+    (gt,) = torch.autograd.grad((t.detach() * bt).sum(), bt)
+    close_t(ge, gt, scale=4)
+    assert cpu_reduce() >= before + 2
 
 
 def test_ember_int_sums_errors_and_empties_through_the_kernels(cpu_reduce):

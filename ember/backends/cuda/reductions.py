@@ -1,7 +1,7 @@
 """The CUDA backend's reductions as ember's own Triton kernel (``reduction_kernels.py``),
-registered as "kernel" overrides (ops/registry.py): ``sum``, ``mean``, ``prod``, ``amax``,
-``amin``, ``max`` / ``min`` (full, and along a dim with indices), ``argmax``, ``argmin``,
-``var``, ``std``, ``var_mean``, ``std_mean``.
+registered as "kernel" overrides (ops/registry.py): ``sum``, ``sum_to_size`` (autograd's
+un-broadcasting), ``mean``, ``prod``, ``amax``, ``amin``, ``max`` / ``min`` (full, and along a
+dim with indices), ``argmax``, ``argmin``, ``var``, ``std``, ``var_mean``, ``std_mean``.
 
 Each wrapper takes the op's arrays (CuPy's on the GPU; numpy's under Triton's interpreter,
 which is how CI runs them) and returns the results, or None where it does not apply, so the
@@ -271,6 +271,28 @@ def _summing(op: int):
     return kernel
 
 
+def _sum_to_size(input, size):
+    """sum_to_size(input, size): the broadcast dims of ``size`` summed (autograd's
+    un-broadcasting of gradients)."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    try:
+        size = tuple(operator.index(s) for s in size)
+    except TypeError:
+        return None
+    shape = input.shape
+    lead = len(shape) - len(size)
+    types = _sum_dtype(input, None)
+    if types is None or not input.size or lead < 0 or \
+            any(s != 1 and s != shape[lead + i] for i, s in enumerate(size)):
+        return None
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(size)
+                                      if s == 1 and shape[lead + i] != 1)
+    if not axes:
+        return None  # nothing to sum: the impl's copy
+    return _run(input, axes, SUM, types[0], types[1], True)[0].reshape(size)
+
+
 def _mean(input, dim=None, keepdim=False, *, dtype=None):
     out_dt = input.dtype if dtype is None else getattr(dtype, "np", None)
     if out_dt is None or np.dtype(out_dt) not in _FLOATS or input.dtype not in _REAL | {_BOOL} \
@@ -370,6 +392,7 @@ def _widens_half(fn):
 OVERRIDES = {
     "sum": _summing(SUM),
     "prod": _summing(PROD),
+    "sum_to_size": _sum_to_size,
     "mean": _mean,
     "amax": _widens_half(_extremum(MAX)),
     "amin": _widens_half(_extremum(MIN)),
