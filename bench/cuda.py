@@ -29,6 +29,7 @@ def cases():
     m = rng.standard_normal((4096, 4096)).astype(np.float32)
     huge = rng.standard_normal((8192, 8192)).astype(np.float32)
     batch = rng.standard_normal((16, 1024, 1024)).astype(np.float32)
+    acts = rng.standard_normal((16384, 768)).astype(np.float32)  # a bias gradient's input
 
     def small_op(body):
         def make(lib):
@@ -73,6 +74,9 @@ def cases():
          repeated(lambda lib, x, y: x.tanh(), big, big, "bfloat16")),
         (f"softmax 4096x4096 float32 (x{REPEAT})",
          repeated(lambda lib, x, y: x.softmax(-1), big, big)),
+        (f"sum over rows 16384x768 bf16 -> 768 (x{REPEAT})",
+         repeated(lambda lib, x, y: x.sum(0), acts, acts, "bfloat16")),
+        (f"sum 16M float32 (x{REPEAT})", repeated(lambda lib, x, y: x.sum(), big, big)),
         (f"layer_norm 4096x4096 float32 (x{REPEAT})", repeated(
             lambda lib, x, y: lib.nn.functional.layer_norm(x, (4096,)), big, big)),
         (f"matmul 4096^3 float32 (x{REPEAT})", repeated(lambda lib, x, y: x @ y, m, m)),

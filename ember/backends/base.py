@@ -206,6 +206,17 @@ def transfer(a, dst: Backend, device=None):
     return dst.from_host(host, device)
 
 
+def scalars_moved(v, backend: Backend):
+    """An argument array of a zero-dim CPU tensor (or a list of them) on ``backend``: PyTorch
+    takes those beside tensors of another device as scalars."""
+    cpu = BACKENDS["cpu"]
+    if type(v) is cpu.array_type:
+        return backend.from_host(v)
+    if isinstance(v, list):
+        return [scalars_moved(x, backend) for x in v]
+    return v
+
+
 def of_device(dev) -> Backend:
     """The backend of a ``device=`` argument (a device, a string like "cuda:0", an int)."""
     return get(_device.check_device(dev).type)

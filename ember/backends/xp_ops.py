@@ -280,3 +280,11 @@ def compiled_cast(xp, a, dtype: D.dtype):
 
 
 _FLOAT8 = frozenset(d.np for d in D.FLOAT8)
+
+
+def convert(xp, a, dtype: D.dtype):
+    """``a`` as ember dtype ``dtype``: ``compiled_cast`` where it applies, else the array
+    library's conversion."""
+    if xp in COMPILERS and (r := compiled_cast(xp, a, dtype)) is not None:
+        return r
+    return a.astype(dtype.np)

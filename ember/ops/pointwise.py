@@ -24,7 +24,7 @@ import numpy as np
 from .. import _dtype as D
 from ..backends import special
 from ..backends.casting import cast
-from ..backends.xp_ops import COMPILERS, compiled_cast, interpret
+from ..backends.xp_ops import COMPILERS, convert, interpret
 from .bind import tensor_method
 from ..backends.base import ARRAY_TYPES
 from .arguments import arg_type_error
@@ -92,11 +92,7 @@ def to_compute(xp, v, npdt):
     if v is None:
         return None
     if type(v) in ARRAY_TYPES:
-        if v.dtype == npdt:
-            return v
-        if xp in COMPILERS and (r := compiled_cast(xp, v, D._FROM_NP[npdt])) is not None:
-            return r
-        return v.astype(npdt)
+        return v if v.dtype == npdt else convert(xp, v, D._FROM_NP[npdt])
     # Python scalars take the compute type (integers wrap, as PyTorch's wrapped numbers do)
     return xp.asarray(v).astype(npdt)
 

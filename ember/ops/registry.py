@@ -34,11 +34,10 @@ from ..autograd.grad_mode import state as _grad_state
 from .._dispatch import RUNNERS, STATE, interpose
 from ..backends import base as backends_base
 from ..backends.casting import cast
-from ..backends.xp_ops import COMPILERS, compiled_cast
+from ..backends.xp_ops import COMPILERS, convert
 from ..backends.cpu import BACKEND as CPU_BACKEND, quiet_enter, quiet_exit
-from . import float8
 from ..backends.meta import BACKEND as META_BACKEND
-from . import meta_rule
+from . import float8, meta_rule
 from .arguments import arg_type_error, method_arg_error, translate_error, type_name
 from .writes import (C_TYPE_NAME, _C_NAME_CAST, cast_error, check_partial_overlap,
                      raise_if_uncastable, write_inplace, write_out)
@@ -332,20 +331,22 @@ class OpDef:
             else:
                 if not unwrap:
                     out_dtype = self._promote(vals, nargs, backend)
-                elif self.upcast_half and inputs and inputs[0]._dtype in _HALF:
-                    out_dtype = inputs[0]._dtype
-                    for i in self.tensor_pos:
-                        if i < nargs and isinstance(vals[i], backend.array_type) and \
-                                vals[i].dtype == out_dtype.np:
-                            vals[i] = _converted(backend, vals[i], D.float32)
+                kernel = self._kernel_overrides.get(backend)
+                widen = None  # half inputs the impl (not the kernel) takes widened
+                if unwrap and self.upcast_half and inputs and inputs[0]._dtype in _HALF:
+                    out_dtype = widen = inputs[0]._dtype
+                    if not getattr(kernel, "widens_half", False):
+                        self._widen_half(vals, nargs, backend, widen)
+                        widen = None
                 if backend is not CPU_BACKEND:  # zero-dim CPU tensors' arrays move over
-                    vals = [_moved(v, backend) for v in vals]
+                    vals = [backends_base.scalars_moved(v, backend) for v in vals]
                 try:
                     res = None
-                    if self._kernel_overrides and \
-                            (kernel := self._kernel_overrides.get(backend)) is not None:
+                    if kernel is not None:
                         res = kernel(*vals, **kwargs)
                     if res is None:
+                        if widen is not None:
+                            self._widen_half(vals, nargs, backend, widen)
                         res = self.impl(backend.xp, *vals, **kwargs) if kwargs else \
                             self.impl(backend.xp, *vals)
                 except backends_base.KERNEL_ERRORS as e:
@@ -379,6 +380,13 @@ class OpDef:
             return outs
         finally:
             quiet_exit(token)
+
+    def _widen_half(self, vals: list, nargs: int, backend, half) -> None:
+        """An ``upcast_half`` op's ``half`` arrays among ``vals`` as float32, for its impl."""
+        for i in self.tensor_pos:
+            if i < nargs and isinstance(vals[i], backend.array_type) and \
+                    vals[i].dtype == half.np:
+                vals[i] = convert(backend.xp, vals[i], D.float32)
 
     def _collect_with_lists(self, vals: list, nargs: int, unwrap: bool) -> list:
         """The tensor arguments of an op with a ``Tensor[]`` parameter, in signature order
@@ -426,12 +434,10 @@ class OpDef:
         compute = D.float32 if rt in _HALF and not widens else rt
         cnp = compute.np
         for i in self.promote_pos:
-            if i >= nargs:
-                continue
-            a = vals[i]
+            a = vals[i] if i < nargs else None  # (an absent argument: nothing to promote)
             if isinstance(a, Tensor):
                 arr = a._data
-                vals[i] = arr if arr.dtype == cnp else _converted(backend, arr, compute)
+                vals[i] = arr if arr.dtype == cnp else convert(backend.xp, arr, compute)
             elif isinstance(a, (list, tuple)):
                 vals[i] = [x._data if x._data.dtype == cnp else x._data.astype(cnp) for x in a]
             elif a is not None and compute.kind in "uib":
@@ -487,24 +493,6 @@ def common_backend(op: OpDef, inputs: list):
                        f"at least two devices, {devices[0]} and {devices[1]}!")
 
 
-def _converted(backend, arr, dtype):
-    """``arr`` as ember dtype ``dtype``: one compiled kernel where the backend compiles
-    pointwise definitions (CUDA), else the array library's conversion."""
-    xp = backend.xp
-    if xp in COMPILERS and (r := compiled_cast(xp, arr, dtype)) is not None:
-        return r
-    return arr.astype(dtype.np)
-
-
-def _moved(v, backend):
-    """An argument array of a zero-dim CPU tensor (or a list of them) on ``backend``."""
-    if type(v) is CPU_BACKEND.array_type:
-        return backend.from_host(v)
-    if isinstance(v, list):
-        return [_moved(x, backend) for x in v]
-    return v
-
-
 def _mark_view(t: Tensor, src: Tensor) -> None:
     """``t`` is a view of ``src``: same base, same version counter."""
     t._base = src._base if src._base is not None else src
@@ -557,7 +545,10 @@ def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
 #     "binary"   ``f(a, b)`` for two arrays of one float dtype (float32/float64): the same result
 #                as the impl, faster (the CPU backend's threaded ufuncs, its matmul)
 #     "kernel"   ``f(*arrays, **kwargs)`` tried before the impl on the unpromoted arrays; returns
-#                None where it does not apply (the CPU backend's fused axpy for ``add``)
+#                None where it does not apply (the CPU backend's fused axpy for ``add``); an
+#                ``upcast_half`` op hands it float16/bfloat16 arrays widened to float32, unless
+#                the kernel has ``widens_half = True`` (it takes them as they are; the impl
+#                still gets them widened if the kernel declines)
 #     "inplace"  ``f(a, b, alpha) -> bool``: ``x.op_(other[, alpha=])`` computed in x's memory,
 #                ``b`` an array of x's dtype or a Python number; False where it does not apply
 _NUMBERS = frozenset((int, float, bool, complex))
