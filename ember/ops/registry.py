@@ -28,7 +28,7 @@ import inspect
 from collections.abc import Callable
 
 from .. import _dtype as D
-from .._tensor import Tensor, _wrap
+from .._tensor import Tensor, _wrap, pinned_result
 from ..autograd import engine
 from ..autograd.grad_mode import state as _grad_state
 from .._dispatch import RUNNERS, STATE, interpose
@@ -364,6 +364,8 @@ class OpDef:
                 return res
             else:
                 outs = self._wrap_outputs(res, out_dtype, inputs, backend)
+                if self._factory and kwargs.get("pin_memory"):
+                    outs = pinned_result(outs)
                 if self._factory and kwargs.get("requires_grad"):
                     if not (outs._dtype.is_floating_point or outs._dtype.is_complex):
                         raise RuntimeError("Only Tensors of floating point and complex dtype can "
