@@ -13,6 +13,7 @@ import gc
 import numpy as np
 
 from . import _dtype as D
+from ._stream import Stream as _Stream
 from .backends import base as _backends_base
 from .backends import cpu_shared
 from .backends.cpu import BACKEND as _CPU
@@ -209,7 +210,9 @@ class Tensor:
         """Tell the allocator that ``stream`` (an ``ember.cuda.Stream``) uses this tensor's
         storage: when it is freed, its memory is reused only after the work queued on
         ``stream`` by then has completed."""
-        if getattr(stream, "device_type", None) != "cuda" or \
+        if isinstance(stream, _Stream) and stream._impl is not None:
+            stream = stream._impl  # ember.Stream("cuda"): the ember.cuda.Stream it wraps
+        if getattr(getattr(stream, "device", None), "type", None) != "cuda" or \
                 not isinstance(getattr(stream, "cuda_stream", None), int):
             raise RuntimeError("unknown parameter type")
         if self._backend.name != "cuda":

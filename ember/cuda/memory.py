@@ -13,7 +13,7 @@ def _line(char: str = "-") -> str:
 
 
 def _row(name: str, now: str = "", peak: str = "") -> str:
-    return f"| {name:<33}|{now:>18} |{peak:>18} |"
+    return f"| {name:<34}|{now:>18} |{peak:>18} |"
 
 
 def _size(n: float) -> str:

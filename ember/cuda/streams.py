@@ -25,6 +25,11 @@ def _cp():
     return _runtime.cupy()
 
 
+def _runtime_backend_installed() -> bool:
+    from ..backends.cuda import backend
+    return backend.BACKEND is not None
+
+
 def _index(device) -> int:
     """The device index of a ``device=`` argument (the current device when None)."""
     if device is None:
@@ -79,7 +84,7 @@ class Stream:
     def device_index(self) -> int:
         return self._index
 
-    device_type = "cuda"
+    device_type = 1  # PyTorch's DeviceType number of CUDA
 
     @property
     def priority(self) -> int:
@@ -174,7 +179,8 @@ def default_stream(device=None) -> Stream:
 
 def _default(cp):
     from cupy_backends.cuda import stream as backend_stream
-    return cp.cuda.Stream.ptds if backend_stream.is_ptds_enabled() else cp.cuda.Stream.null
+    ptds = backend_stream.get_default_stream_ptr() == cp.cuda.Stream.ptds.ptr
+    return cp.cuda.Stream.ptds if ptds else cp.cuda.Stream.null
 
 
 def set_stream(stream: Stream | None) -> None:
@@ -299,3 +305,15 @@ class Event:
         if self._e is None:
             return "<ember.cuda.Event uninitialized>"
         return f"<ember.cuda.Event {self._e.ptr:#x}>"
+
+
+def _register_device_generic() -> None:
+    """``ember.Stream("cuda")`` / ``ember.Event("cuda")`` wrap these (ember/_stream.py)."""
+    from .. import _stream
+    _stream.DEVICE_TYPES["cuda"] = (
+        lambda index, priority: Stream(index, priority),
+        lambda timing, blocking, interprocess: Event(timing, blocking, interprocess))
+
+
+if _runtime_backend_installed():
+    _register_device_generic()

@@ -8,7 +8,8 @@ minors; reference/gpu-stack.md section 1). Three things:
   device and stream. When no driver is active yet, ember installs a subclass that answers those
   queries from CuPy (ember's current stream is CuPy's), and from torch when torch is in the
   process and ember has no stream of its own selected (so a user's ``torch.compile`` kernels
-  keep running on torch's stream; ``current_stream_handle``). An active driver is left alone.
+  keep running on torch's stream; ``current_stream_handle``). It replaces Triton's own driver
+  if torch made that one first; any other active driver is left alone.
   The backend installs it when its first CUDA array is made, so a user's own ``@triton.jit``
   kernel launched with ``kernel[grid](...)`` on ember's CUDA tensors (which Triton reads
   through ``data_ptr()`` and ``dtype``) runs on ember's current stream.
@@ -156,7 +157,10 @@ _installed = False
 
 
 def install_driver() -> None:
-    """Make Triton's active driver one that works without torch, unless one is active."""
+    """Make Triton's active driver ember's (one that works without torch), unless a driver
+    other than Triton's own NVIDIA one is active. Triton's own (made when torch launched a
+    Triton kernel first) is replaced: ember's answers as it does where ember has selected no
+    stream of its own."""
     global _installed
     if _installed:
         return
@@ -164,7 +168,9 @@ def install_driver() -> None:
         if _installed:
             return
         from triton.runtime import driver as config
-        if getattr(config, "_active", None) is None:
+        from triton.backends.nvidia.driver import CudaDriver
+        active = getattr(config, "_active", None)
+        if active is None or type(active) is CudaDriver:
             config.set_active(_driver_class()())
         _installed = True
 
