@@ -175,7 +175,7 @@ class Event:
         if not (self.enable_timing and end_event.enable_timing):
             raise ValueError("Both events must be created with argument "
                              "'enable_timing=True'.")
-        if self._impl is None or end_event._impl is None:
+        if not (self.event_id and end_event.event_id):
             raise ValueError("Both events must be recorded before calculating elapsed time.")
         return self._impl.elapsed_time(end_event._impl)
 

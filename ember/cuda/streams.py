@@ -56,7 +56,7 @@ class Stream:
 
     __slots__ = ("_s", "_index", "_ctx")
 
-    def __init__(self, device=None, priority: int = 0, **kwargs):
+    def __init__(self, device=None, priority: int = 0):
         _usable(_NO_STREAMS)
         cp = _cp()
         index = _index(device)
@@ -154,7 +154,7 @@ class ExternalStream(Stream):
 
     __slots__ = ()
 
-    def __init__(self, stream_ptr: int, device=None, **kwargs):
+    def __init__(self, stream_ptr: int, device=None):
         _usable(_NO_STREAMS)
         cp = _cp()
         index = _index(device)
@@ -290,15 +290,17 @@ class Event:
             self._e.synchronize()
 
     def elapsed_time(self, end_event: "Event") -> float:
-        """Milliseconds from this event to ``end_event`` (both recorded, with timing)."""
-        if not (self.enable_timing and end_event.enable_timing):
-            raise ValueError("Both events must be created with argument "
-                             "'enable_timing=True'.")
+        """Milliseconds from this event to ``end_event`` (both recorded and completed, with
+        timing enabled); RuntimeError otherwise, as torch.cuda.Event's."""
         if self._e is None or end_event._e is None:
-            raise ValueError("Both events must be recorded before calculating elapsed time.")
+            raise RuntimeError("Both events must be recorded before calculating elapsed "
+                               "time.")
         if not (self._e.done and end_event._e.done):
             raise RuntimeError("Both events must be completed before calculating elapsed "
                                "time.")
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("Both events must be created with argument "
+                               "'enable_timing=True'.")
         return _cp().cuda.get_elapsed_time(self._e, end_event._e)
 
     def __repr__(self):

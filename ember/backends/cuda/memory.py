@@ -29,6 +29,7 @@ pinned memory pool; ``is_pinned`` asks the driver about an address.
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 import numpy as np
@@ -37,6 +38,8 @@ from ..._device import OutOfMemoryError
 from . import runtime
 
 _PENDING: list = []  # [(events, held object)]: freed while streams may still use them
+_PENDING_LOCK = threading.RLock()  # re-entrant: a finalizer may add to it during a sweep
+_CUPY_OOM: list = [MemoryError]  # [CuPy's OutOfMemoryError] once installed
 _PEAKS: dict = {}  # device index -> [peak allocated bytes, peak reserved bytes]
 _COUNTS = {"num_ooms": 0, "num_alloc_retries": 0}
 _POOL = []  # [CuPy's default memory pool] once installed
@@ -46,6 +49,7 @@ def install(cp) -> None:
     """Make ``_malloc`` CuPy's allocator (a runtime INIT_HOOK: CUDA's first initialisation)."""
     pool = cp.get_default_memory_pool()
     _POOL[:] = [pool]
+    _CUPY_OOM[:] = [cp.cuda.memory.OutOfMemoryError]
     cp.cuda.set_allocator(_malloc)
 
 
@@ -57,7 +61,7 @@ def _malloc(size: int):
     if _PENDING:
         sweep()
     pool = _POOL[0]
-    from cupy.cuda.memory import OutOfMemoryError as CupyOOM
+    CupyOOM = _CUPY_OOM[0]
     try:
         mem = pool.malloc(size)
     except CupyOOM:
@@ -114,14 +118,17 @@ def oom_message(size: int, index: int, total: int, free: int, allocated: int,
 def sweep(wait: bool = False) -> None:
     """Release what ``_PENDING`` holds whose events have all completed (``wait``: wait for
     them all first)."""
-    keep = []
-    for events, held in _PENDING:
-        if wait:
-            for e in events:
-                e.synchronize()
-        elif not all(e.done for e in events):
-            keep.append((events, held))
-    _PENDING[:] = keep
+    with _PENDING_LOCK:
+        done = set()
+        for entry in list(_PENDING):
+            events = entry[0]
+            if wait:
+                for e in events:
+                    e.synchronize()
+            if wait or all(e.done for e in events):
+                done.add(id(entry))
+        # entries a finalizer added meanwhile are kept: only those found done go
+        _PENDING[:] = [entry for entry in _PENDING if id(entry) not in done]
 
 
 def _release_after(held, handles) -> None:
@@ -134,7 +141,8 @@ def _release_after(held, handles) -> None:
         e = cp.cuda.Event(disable_timing=True)
         cp.cuda.runtime.eventRecord(e.ptr, h)
         events.append(e)
-    _PENDING.append((events, held))
+    with _PENDING_LOCK:
+        _PENDING.append((events, held))
 
 
 def keep_until_done(held, handle: int) -> None:
