@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from ._device import device as _device_cls
 
-# device type -> (make a stream(index, priority), make an event(enable_timing, blocking,
-# interprocess)), for device types whose streams and events are real (``ember.cuda``)
+# device type -> (whether a device of it is available(), make a stream(index, priority),
+# make an event(enable_timing, blocking, interprocess)), for the device types whose streams
+# and events are real (``ember.cuda`` registers "cuda"; this module imports nothing above it)
 DEVICE_TYPES: dict = {}
 
 _TYPE_NUMBERS = {"cpu": 0, "cuda": 1, "meta": 14}  # PyTorch's DeviceType values
@@ -19,8 +20,9 @@ _NO_ACCELERATOR = "Cannot access accelerator device when none is available."
 
 
 def _accelerator() -> str | None:
-    from . import accelerator
-    return "cuda" if accelerator.is_available() else None
+    """The current accelerator's device type, None without one."""
+    return next((kind for kind, (available, _, _) in DEVICE_TYPES.items() if available()),
+                None)
 
 
 def _resolve(device) -> _device_cls:
@@ -49,7 +51,7 @@ class Stream:
         maker = DEVICE_TYPES.get(dev.type)
         if dev.type == "cuda" and maker is None:
             raise RuntimeError("ember is not built with support for cuda devices")
-        self._impl = maker[0](dev.index, priority) if maker is not None else None
+        self._impl = maker[1](dev.index, priority) if maker is not None else None
         self._dev = dev if self._impl is None else self._impl.device
 
     @property
@@ -135,7 +137,7 @@ class Event:
         if dev.type == "cuda" and maker is None:
             raise RuntimeError("ember is not built with support for cuda devices")
         self._dev, self.enable_timing = dev, bool(enable_timing)
-        self._impl = maker[1](enable_timing, blocking, interprocess) if maker else None
+        self._impl = maker[2](enable_timing, blocking, interprocess) if maker else None
 
     @property
     def device(self) -> _device_cls:

@@ -268,6 +268,16 @@ def test_forked_child_cannot_use_cuda():
     assert (ember.ones(2, device="cuda") + 1).sum().item() == 4.0  # the parent goes on
 
 
+def test_forked_dataloader_workers_after_cuda_was_used():
+    """Workers forked from a process whose CUDA generator holds device state seed themselves
+    without reaching the device (it would raise there) and load CPU batches."""
+    ember.randn(4, device="cuda").sum().item()
+    data = ember.utils.data.TensorDataset(ember.arange(8.0))
+    loader = ember.utils.data.DataLoader(data, batch_size=4, num_workers=2,
+                                         multiprocessing_context="fork")
+    assert [b[0].tolist() for b in loader] == [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]
+
+
 # ---------------------------------------------------------------------- pinned host memory
 def test_pinned_memory_and_asynchronous_copies():
     x = ember.arange(1 << 18, dtype=ember.float32)

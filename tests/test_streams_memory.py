@@ -208,6 +208,30 @@ def test_fork_hook_leaves_a_child_of_an_uninitialised_parent(monkeypatch):
     runtime.check_fork()
 
 
+class _SeedLog:
+    """A device generator's ``manual_seed``, as philox.manual_seed_all calls it."""
+
+    def __init__(self):
+        self.seeds = []
+
+    def manual_seed(self, seed):
+        self.seeds.append(seed)
+
+
+def test_seeding_in_a_bad_fork_records_the_seed_without_the_device(initialised, monkeypatch):
+    """A DataLoader worker forked from a process that used CUDA seeds itself: the devices'
+    generators cannot be reached there, so the seed is only recorded (PyTorch defers it)."""
+    from ember.backends.cuda import philox
+    state = _SeedLog()
+    monkeypatch.setattr(philox, "_DEFAULTS", {("cuda", 0): state})
+    monkeypatch.setattr(philox, "_SEED_ALL", [None])
+    philox.manual_seed_all(5)
+    assert state.seeds == [5]
+    runtime.after_fork_in_child()
+    philox.manual_seed_all(7)
+    assert state.seeds == [5] and philox._SEED_ALL == [7]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_real_fork_runs_the_hook(initialised):
     r, w = os.pipe()

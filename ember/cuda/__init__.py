@@ -216,9 +216,10 @@ def _generator(device=None):
 
 
 def _gpu_manual_seed(seed) -> None:
-    """Seed the current device's generator (nothing to seed without a GPU)."""
+    """Seed the current device's generator (nothing to seed without a GPU, nor in a child
+    forked after CUDA was initialised: PyTorch defers the call there)."""
     seed = int(seed)
-    if is_available():
+    if is_available() and not _runtime.in_bad_fork():
         _generator().manual_seed(seed)
 
 
@@ -228,7 +229,7 @@ def _gpu_manual_seed_all(seed) -> None:
 
 
 def _gpu_seed() -> None:
-    if is_available():
+    if is_available() and not _runtime.in_bad_fork():
         _generator().seed()
 
 

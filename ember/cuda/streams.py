@@ -313,6 +313,7 @@ def _register_device_generic() -> None:
     """``ember.Stream("cuda")`` / ``ember.Event("cuda")`` wrap these (ember/_stream.py)."""
     from .. import _stream
     _stream.DEVICE_TYPES["cuda"] = (
+        lambda: _runtime.device_count() > 0,
         lambda index, priority: Stream(index, priority),
         lambda timing, blocking, interprocess: Event(timing, blocking, interprocess))
 
