@@ -47,6 +47,7 @@ from . import accelerator  # noqa: E402,F401
 from .backends.cuda import (set_float32_matmul_precision,  # noqa: E402,F401
                             get_float32_matmul_precision)
 from ._device import OutOfMemoryError  # noqa: E402,F401
+from ._stream import Event, Stream  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 from .compiler import compile  # noqa: E402,F401
 from . import distributed, jit, onnx  # noqa: E402,F401

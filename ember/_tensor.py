@@ -13,6 +13,8 @@ import gc
 import numpy as np
 
 from . import _dtype as D
+from ._stream import Stream as _Stream
+from .backends import base as _backends_base
 from .backends import cpu_shared
 from .backends.cpu import BACKEND as _CPU
 
@@ -184,8 +186,39 @@ class Tensor:
         another process)."""
         return self._backend is _CPU and cpu_shared.is_shared(_CPU.storage(self._data))
 
-    def is_pinned(self) -> bool:
-        return False
+    def is_pinned(self, device=None) -> bool:
+        """Whether the storage lies in page-locked host memory (``pin_memory``)."""
+        if self._backend is not _CPU:
+            return False
+        cuda = _backends_base.BACKENDS.get("cuda")
+        return cuda is not None and cuda.is_pinned(self._data)
+
+    def pin_memory(self, device=None) -> "Tensor":
+        """A copy in page-locked host memory (``self`` when pinned already), from which
+        ``.to("cuda", non_blocking=True)`` copies asynchronously; needs a GPU."""
+        if self._backend is not _CPU:
+            raise RuntimeError(f"cannot pin 'ember.{self._backend.name}.{D.TYPE_NAME[self._dtype]}"
+                               "Tensor' only dense CPU tensors can be pinned")
+        cuda = _backends_base.BACKENDS.get("cuda")
+        if cuda is None or not cuda.usable():
+            raise RuntimeError("Cannot access accelerator device when none is available.")
+        if cuda.is_pinned(self._data):
+            return self
+        return _wrap(cuda.pinned_copy(self._data), self._dtype)
+
+    def record_stream(self, stream) -> None:
+        """Tell the allocator that ``stream`` (an ``ember.cuda.Stream``) uses this tensor's
+        storage: when it is freed, its memory is reused only after the work queued on
+        ``stream`` by then has completed."""
+        if isinstance(stream, _Stream) and stream._impl is not None:
+            stream = stream._impl  # ember.Stream("cuda"): the ember.cuda.Stream it wraps
+        if getattr(getattr(stream, "device", None), "type", None) != "cuda" or \
+                not isinstance(getattr(stream, "cuda_stream", None), int):
+            raise RuntimeError("unknown parameter type")
+        if self._backend.name != "cuda":
+            raise RuntimeError(f"record_stream: expected a CUDA tensor, but got a tensor on "
+                               f"{self.device}")
+        self._backend.record_stream(self._data, stream)
 
     @property
     def _version(self) -> int:
@@ -381,9 +414,6 @@ class Tensor:
         memo[id(self)] = t
         return t
 
-    def pin_memory(self) -> "Tensor":
-        return self
-
     def share_memory_(self) -> Tensor:
         """Move the storage into shared memory, in place; a no-op when it is shared already."""
         share_memory([self])
@@ -415,6 +445,29 @@ def share_memory(tensors) -> None:
                 r = _CPU.storage(a)
                 if old.get(id(r)) is r:
                     o._data = cpu_shared.rebase(a, r, new[id(r)])
+
+
+def factory_result(t: Tensor, kwargs: dict) -> Tensor:
+    """A factory's result ``t`` under its ``pin_memory=`` and ``requires_grad=`` arguments."""
+    if kwargs.get("pin_memory"):
+        t = pinned_result(t)
+    if kwargs.get("requires_grad"):
+        if not (t._dtype.is_floating_point or t._dtype.is_complex):
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
+        t.requires_grad_()
+    return t
+
+
+def pinned_result(t: Tensor) -> Tensor:
+    """A factory's result under ``pin_memory=True``: ``t`` in page-locked memory."""
+    if t._backend is not _CPU:
+        raise RuntimeError("Only dense CPU tensors can be pinned")
+    cuda = _backends_base.BACKENDS.get("cuda")
+    if cuda is None or not cuda.usable():
+        raise RuntimeError("pin_memory=True requires a CUDA or other accelerator backend; no "
+                           "pinned memory allocator is available on this system.")
+    return t.pin_memory()
 
 
 def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:

@@ -19,7 +19,7 @@ ROOT = "ember"
 # DESIGN.md's layers, lowest first. A module may import from its own layer or a lower one; it
 # belongs to the layer of the longest entry naming it or a package above it.
 LAYERS = (
-    ("ember._dtype", "ember._device", "ember._version"),
+    ("ember._dtype", "ember._device", "ember._version", "ember._stream"),
     ("ember.codegen",),
     ("ember.backends",),
     ("ember._dispatch", "ember._tensor", "ember._print", "ember._random"),

@@ -197,12 +197,15 @@ def unregister(name: str) -> None:
     _device.AVAILABLE.discard(name)
 
 
-def transfer(a, dst: Backend, device=None):
-    """A copy of array ``a`` (of any backend) on ``dst``'s ``device``."""
+def transfer(a, dst: Backend, device=None, non_blocking: bool = False):
+    """A copy of array ``a`` (of any backend) on ``dst``'s ``device`` (``non_blocking``: a
+    backend that can copies host memory asynchronously; only the CUDA backend takes it)."""
     src = next((b for b in BACKENDS.values() if isinstance(a, b.array_type)), None)
     if src is dst and hasattr(dst, "to_device"):
         return dst.to_device(a, device)
     host = a if src is None else src.to_host(a)
+    if non_blocking:
+        return dst.from_host(host, device, non_blocking=True)
     return dst.from_host(host, device)
 
 

@@ -7,8 +7,12 @@ does nothing; and every call that needs a device (``current_device``, ``synchron
 ``get_device_name``, ``current_stream``, ...) raises AssertionError, as ``torch.cuda`` does
 there. With the backend, the device queries, synchronisation and the memory pool's numbers
 answer from CuPy (``_GPU`` below), and seeding reaches each device's Philox generator
-(``default_generators``; ember/_random.py, backends/cuda/philox.py); streams and events are
-still to come.
+(``default_generators``; ember/_random.py, backends/cuda/philox.py). Streams and events:
+streams.py (ember's current stream is CuPy's); the allocator behind the memory numbers, the
+out-of-memory error and ``Tensor.record_stream``: backends/cuda/memory.py; the summary table:
+memory.py here. A child forked after this process initialised CUDA gets PyTorch's "Cannot
+re-initialize CUDA in forked subprocess" RuntimeError from every call that needs the device
+(backends/cuda/runtime.py).
 """
 
 from __future__ import annotations
@@ -18,7 +22,12 @@ import secrets
 from .. import _random
 from .._device import OutOfMemoryError  # noqa: F401
 from ..backends.cuda import backend as _cuda_backend
+from ..backends.cuda import memory as _memory
 from ..backends.cuda import philox as _philox
+from ..backends.cuda import runtime as _runtime
+from .memory import memory_summary  # noqa: F401
+from .streams import Event, ExternalStream, Stream, StreamContext, stream  # noqa: F401
+from .streams import set_stream  # noqa: F401
 
 _NOT_AVAILABLE = ("ember: CUDA is not available: this version of ember has only the CPU backend "
                   "(no CUDA device can be used)")
@@ -41,10 +50,7 @@ def is_available() -> bool:
 def device_count() -> int:
     if _backend() is None:
         return 0
-    try:
-        return _cuda_backend.cupy().cuda.runtime.getDeviceCount()
-    except RuntimeError:
-        return 0
+    return _runtime.device_count()
 
 
 def is_initialized() -> bool:
@@ -113,6 +119,9 @@ def reset_peak_memory_stats(device=None) -> None:
     return None
 
 
+reset_max_memory_allocated = reset_max_memory_cached = reset_peak_memory_stats
+
+
 def memory_stats(device=None) -> dict:
     return {}
 
@@ -139,20 +148,6 @@ class device:
 
     def __exit__(self, *exc):
         return False
-
-
-class Stream:
-    """A CUDA stream: none can be made without a CUDA device."""
-
-    def __new__(cls, *args, **kwargs):
-        raise RuntimeError("ember.cuda.Stream requires CUDA support: " + _NOT_AVAILABLE)
-
-
-class Event:
-    """A CUDA event: none can be made without a CUDA device."""
-
-    def __new__(cls, *args, **kwargs):
-        raise RuntimeError("ember.cuda.Event requires CUDA support: " + _NOT_AVAILABLE)
 
 
 # ---------------------------------------------------------------------- with a GPU
@@ -201,10 +196,6 @@ def _gpu_capability(device=None) -> tuple:
     return p["major"], p["minor"]
 
 
-def _pool():
-    return _cuda_backend.cupy().get_default_memory_pool()
-
-
 class _GPUDevice:
     """``with ember.cuda.device(i):`` makes GPU i current for the block."""
 
@@ -231,9 +222,10 @@ def _generator(device=None):
 
 
 def _gpu_manual_seed(seed) -> None:
-    """Seed the current device's generator (nothing to seed without a GPU)."""
+    """Seed the current device's generator (nothing to seed without a GPU, nor in a child
+    forked after CUDA was initialised: PyTorch defers the call there)."""
     seed = int(seed)
-    if is_available():
+    if is_available() and not _runtime.in_bad_fork():
         _generator().manual_seed(seed)
 
 
@@ -243,7 +235,7 @@ def _gpu_manual_seed_all(seed) -> None:
 
 
 def _gpu_seed() -> None:
-    if is_available():
+    if is_available() and not _runtime.in_bad_fork():
         _generator().seed()
 
 
@@ -295,13 +287,40 @@ if _backend() is not None:
         return is_available() and _gpu_capability()[0] >= 8
 
     def is_initialized() -> bool:
-        return is_available()
+        return _runtime.initialized()
 
+    def init() -> None:
+        _cuda_backend.cupy()
+
+    def mem_get_info(device=None) -> tuple:
+        """(free, total) bytes of the device, as the driver counts them."""
+        with _cuda_backend.cupy().cuda.Device(_index(device)):
+            return tuple(_cuda_backend.cupy().cuda.runtime.memGetInfo())
+
+    from .streams import current_stream, default_stream  # noqa: F401,E402
+
+    # memory: the numbers of CuPy's pool behind ember's allocator (backends/cuda/memory.py)
     def memory_allocated(device=None) -> int:
-        return _pool().used_bytes()
+        return _memory.allocated(_index(device)) if _runtime.initialized() else 0
+
+    def max_memory_allocated(device=None) -> int:
+        return _memory.peaks(_index(device))[0] if _runtime.initialized() else 0
 
     def memory_reserved(device=None) -> int:
-        return _pool().total_bytes()
+        return _memory.reserved(_index(device)) if _runtime.initialized() else 0
+
+    def max_memory_reserved(device=None) -> int:
+        return _memory.peaks(_index(device))[1] if _runtime.initialized() else 0
+
+    def reset_peak_memory_stats(device=None) -> None:
+        if _runtime.initialized():
+            _memory.reset_peaks(_index(device))
+
+    reset_max_memory_allocated = reset_max_memory_cached = reset_peak_memory_stats
+
+    def memory_stats(device=None) -> dict:
+        return _memory.stats(_index(device)) if _runtime.initialized() else {}
 
     def empty_cache() -> None:
-        _pool().free_all_blocks()
+        if _runtime.initialized():
+            _memory.empty_cache()

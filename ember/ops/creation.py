@@ -12,7 +12,7 @@ from .._device import check_device
 from .._dispatch import STATE
 from ..backends import base as backends_base
 from ..backends.casting import cast
-from .._tensor import MEMORY_FORMATS, Size, Tensor, _wrap
+from .._tensor import MEMORY_FORMATS, Size, Tensor, _wrap, pinned_result
 from ..autograd.grad_mode import state as _grad_state
 from .bind import tensor_method
 from .registry import op
@@ -154,6 +154,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     else:  # read on the host, then copied to the device
         backend = backends_base.of_device(dev)
         t = _wrap(backend.from_host(arr, dev), dt, backend)
+    if pin_memory:
+        t = pinned_result(t)
     if requires_grad:
         if not (t._dtype.is_floating_point or t._dtype.is_complex):
             raise RuntimeError("Only Tensors of floating point and complex dtype can require "
@@ -543,10 +545,12 @@ def _(ctx, g):
 
 
 @op(method=False, function=False, out=False, grad_name="ToCopyBackward0")
-def _to_device(xp, self: "Tensor", *, device, source):
+def _to_device(xp, self: "Tensor", *, device, source, non_blocking=False):
     """A copy of ``self`` on ``device`` (the dispatcher runs it on that device's backend;
-    ``source`` is self's device, where the gradient goes back to)."""
-    return backends_base.transfer(self, backends_base.of_device(device), device)
+    ``source`` is self's device, where the gradient goes back to). ``non_blocking``: a copy
+    from pinned host memory to a GPU runs asynchronously on the current stream."""
+    return backends_base.transfer(self, backends_base.of_device(device), device,
+                                  non_blocking=non_blocking)
 
 
 @_to_copy.def_meta
@@ -555,7 +559,7 @@ def _(self, dtype):
 
 
 @_to_device.def_meta
-def _(self, *, device, source):
+def _(self, *, device, source, non_blocking=False):
     return tuple(self.shape), self.dtype
 
 
@@ -589,7 +593,9 @@ def to(self, *args, non_blocking=False, copy=False, memory_format=None, **kwargs
         if dev.type == "cuda" and dev.index is None:
             dev = _device_mod.device("cuda", _current_cuda_index())
         if dev != self.device:
-            t = _to_device(self, device=dev, source=self.device)
+            t = _to_device(self, device=dev, source=self.device, non_blocking=True) if \
+                non_blocking and dev.type == "cuda" else \
+                _to_device(self, device=dev, source=self.device)
     if dtype is not None and dtype is not t._dtype:
         return _to_copy(t, dtype)
     return t.clone() if copy and t is self else t
@@ -602,7 +608,8 @@ def _current_cuda_index() -> int:
 @tensor_method("cuda")
 def cuda(self, device=None, non_blocking=False, memory_format=None):
     return to(self, "cuda" if device is None else
-              device if not isinstance(device, int) else f"cuda:{device}")
+              device if not isinstance(device, int) else f"cuda:{device}",
+              non_blocking=non_blocking)
 
 
 @tensor_method("cpu")

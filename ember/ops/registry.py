@@ -28,7 +28,7 @@ import inspect
 from collections.abc import Callable
 
 from .. import _dtype as D
-from .._tensor import Tensor, _wrap
+from .._tensor import Tensor, _wrap, factory_result
 from ..autograd import engine
 from ..autograd.grad_mode import state as _grad_state
 from .._dispatch import RUNNERS, STATE, interpose
@@ -365,11 +365,8 @@ class OpDef:
                 return res
             else:
                 outs = self._wrap_outputs(res, out_dtype, inputs, backend)
-                if self._factory and kwargs.get("requires_grad"):
-                    if not (outs._dtype.is_floating_point or outs._dtype.is_complex):
-                        raise RuntimeError("Only Tensors of floating point and complex dtype can "
-                                           "require gradients")
-                    outs.requires_grad_()
+                if self._factory:  # pin_memory=, requires_grad=
+                    outs = factory_result(outs, kwargs)
             if _grad_state.enabled and self.backward is not None:
                 for t in inputs:
                     if t._leaf_rg or t.grad_fn is not None:

@@ -9,10 +9,12 @@ ember's own kernels: generated Triton pointwise kernels (pointwise.py), Triton r
 extrema with indices, variances), batch norm (channels.py), 2-D pooling (pool.py), fused
 attention (attention.py), fused
 optimizer steps (optim.py), products through its cuBLAS binding (blas.py), and Philox
-streams held on the device for the sampling ops (philox.py, random_ops.py), and the
-data-dependent argument checks (indices in bounds, targets, probabilities) run on the device,
-their failures raised at the next synchronising call (checks.py). Not yet here:
-bfloat16/float8 storage beyond what CuPy holds, streams and events.
+streams held on the device for the sampling ops (philox.py, random_ops.py). The data-dependent
+argument checks (indices in bounds, targets, probabilities) run on the device, their failures
+raised at the next synchronising call (checks.py). Every kernel and copy queues on the current
+CUDA stream, CuPy's (``ember.cuda.stream``); every allocation goes through memory.py's
+allocator (out-of-memory errors, ``record_stream``, peak statistics). Not yet here:
+bfloat16/float8 storage beyond what CuPy holds.
 
 ``import ember`` never imports CuPy: the backend registers when CuPy is installed, and CuPy
 is imported (and the driver initialised) at the first CUDA allocation or query.
@@ -23,12 +25,14 @@ from __future__ import annotations
 import functools
 import importlib.util
 
+import numpy as _np
+
 from ..._device import device
 from ..base import ARRAY_TYPES, Backend, register
 from .. import special
 from ..xp_api import restricted
 from ..xp_ops import compiled_cast, set_compiler
-from . import checks
+from . import checks, memory, runtime
 from .checks import STATS, _PENDING, raise_pending
 from .runtime import cupy
 
@@ -74,9 +78,35 @@ class CUDABackend(Backend):
         with self._on(device):
             return cupy().empty(shape, np_dtype)
 
-    def from_host(self, a, device=None):
+    def from_host(self, a, device=None, non_blocking: bool = False):
+        """A device copy of host data ``a``, queued on the current stream. From pageable
+        memory the copy has read ``a`` when this returns (CUDA stages it); from pinned memory
+        it reads ``a`` asynchronously only when ``non_blocking`` (``a`` is then kept alive
+        until the copy has run), and is waited for otherwise."""
+        cp = cupy()
         with self._on(device):
-            return cupy().asarray(a)
+            pinned = type(a) is _np.ndarray and memory.is_pinned(a)
+            out = cp.asarray(a, blocking=pinned and not non_blocking)
+            if pinned and non_blocking:
+                memory.keep_until_done(a, cp.cuda.get_current_stream().ptr)
+            return out
+
+    def record_stream(self, a, stream) -> None:
+        """``Tensor.record_stream``: ``a``'s storage is not reused before the work queued on
+        ``stream`` (an ``ember.cuda.Stream``) when it is freed has completed."""
+        memory.record_stream(self.storage(a), stream.cuda_stream)
+
+    def usable(self) -> bool:
+        """Whether a GPU answers (what pinned host memory needs)."""
+        return runtime.device_count() > 0
+
+    def pinned_copy(self, a):
+        """A copy of the host array ``a`` in page-locked memory."""
+        cupy()
+        return memory.pinned_copy(a)
+
+    def is_pinned(self, a) -> bool:
+        return memory.is_pinned(a)
 
     def to_host(self, a):
         """A host copy of ``a``: a wait for the device, where the failures that checks
@@ -165,7 +195,20 @@ class _Current:
         return False
 
 
+def _install_triton_driver(cp) -> None:
+    """At CUDA's initialisation: Triton's driver answers from ember's current stream, so a
+    user's ``kernel[grid](...)`` on ember's tensors runs there (triton_adapter)."""
+    from . import triton_adapter
+    if not triton_adapter.interpreting():
+        try:
+            triton_adapter.install_driver()
+        except Exception:  # noqa: BLE001 - CuPy's work goes on; ember's first launch re-raises
+            pass
+
+
 BACKEND = register(CUDABackend()) if installed() else None
+if BACKEND is not None and triton_installed():
+    runtime.INIT_HOOKS.append(_install_triton_driver)
 
 if BACKEND is not None and triton_installed():  # ember's Triton kernels as overrides
     from .rows import register as _register_rows

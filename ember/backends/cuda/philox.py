@@ -31,6 +31,7 @@ import numpy as np
 
 from ... import _dtype as D
 from ..._device import device as _device
+from . import runtime
 from . import triton_adapter as adapter
 
 BLOCK = 1024
@@ -112,8 +113,12 @@ def default_state(backend, index: int) -> PhiloxState:
 
 
 def manual_seed_all(seed: int) -> None:
-    """Seed every device's default stream, those not created yet included."""
+    """Seed every device's default stream, those not created yet included. In a child forked
+    after CUDA was initialised (a DataLoader worker seeding itself) the device cannot be
+    reached: the seed is recorded and nothing else is done, as PyTorch defers the call."""
     _SEED_ALL[0] = seed
+    if runtime.in_bad_fork():
+        return
     for st in list(_DEFAULTS.values()):
         st.manual_seed(seed)
 

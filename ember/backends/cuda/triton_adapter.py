@@ -6,8 +6,13 @@ minors; reference/gpu-stack.md section 1). Three things:
 
 - ``install_driver()``: on a GPU, Triton's own NVIDIA driver imports torch to learn the current
   device and stream. When no driver is active yet, ember installs a subclass that answers those
-  queries from torch when torch is in the process (so a user's ``torch.compile`` kernels keep
-  running on torch's stream) and from CuPy otherwise. An active driver is left alone.
+  queries from CuPy (ember's current stream is CuPy's), and from torch when torch is in the
+  process and ember has no stream of its own selected (so a user's ``torch.compile`` kernels
+  keep running on torch's stream; ``current_stream_handle``). It replaces Triton's own driver
+  if torch made that one first; any other active driver is left alone.
+  The backend installs it when its first CUDA array is made, so a user's own ``@triton.jit``
+  kernel launched with ``kernel[grid](...)`` on ember's CUDA tensors (which Triton reads
+  through ``data_ptr()`` and ``dtype``) runs on ember's current stream.
 - ``launch(kernel, grid, args, stream)``: ember's own launches name their stream explicitly
   and go straight to the compiled kernel (the JIT's cache lookup, then ``CompiledKernel.run``),
   which skips the per-launch driver queries and launch-metadata bookkeeping of ``kernel[grid]``.
@@ -152,7 +157,10 @@ _installed = False
 
 
 def install_driver() -> None:
-    """Make Triton's active driver one that works without torch, unless one is active."""
+    """Make Triton's active driver ember's (one that works without torch), unless a driver
+    other than Triton's own NVIDIA one is active. Triton's own (made when torch launched a
+    Triton kernel first) is replaced: ember's answers as it does where ember has selected no
+    stream of its own."""
     global _installed
     if _installed:
         return
@@ -160,7 +168,9 @@ def install_driver() -> None:
         if _installed:
             return
         from triton.runtime import driver as config
-        if getattr(config, "_active", None) is None:
+        from triton.backends.nvidia.driver import CudaDriver
+        active = getattr(config, "_active", None)
+        if active is None or type(active) is CudaDriver:
             config.set_active(_driver_class()())
         _installed = True
 
@@ -198,11 +208,7 @@ def _driver_class():
             cupy().cuda.runtime.setDevice(index)
 
         def get_current_stream(self, index=None):
-            t = self._torch()
-            if t is not None:
-                return t.cuda.current_stream(index).cuda_stream
-            from .runtime import cupy
-            return cupy().cuda.get_current_stream().ptr
+            return current_stream_handle(index, self._torch())
 
         def get_device_capability(self, index=None):
             from .runtime import cupy
@@ -215,6 +221,21 @@ def _driver_class():
             return True
 
     return EmberCudaDriver
+
+
+_DEFAULT_HANDLES = (0, 2)  # the legacy and the per-thread default streams
+
+
+def current_stream_handle(index=None, torch_module=None) -> int:
+    """The stream a ``kernel[grid](...)`` launch runs on: ember's current stream (CuPy's)
+    where ember has selected one other than the default (``with ember.cuda.stream(s):``);
+    otherwise torch's current stream when ``torch_module`` (torch, with CUDA initialised) is
+    given, so that torch's own kernels keep their order; otherwise ember's (the default)."""
+    from .runtime import cupy
+    ours = cupy().cuda.get_current_stream(-1 if index is None else index).ptr
+    if ours in _DEFAULT_HANDLES and torch_module is not None:
+        return torch_module.cuda.current_stream(index).cuda_stream
+    return ours
 
 
 # ------------------------------------------------------------------ launching

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 from ._collate import default_collate, default_convert
+from ._pin import pin_memory, pinning
 
 _POLL = 0.1  # seconds between liveness checks while waiting for a worker
 
@@ -237,6 +238,7 @@ class _SingleProcessIter:
         self._fetcher = _Fetcher(loader.dataset, loader._auto_collation, loader.collate_fn,
                                  loader.drop_last, loader.batch_size)
         self._seed = loader._base_seed()
+        self._pin = pinning(loader)
 
     def __iter__(self):
         return self
@@ -246,7 +248,8 @@ class _SingleProcessIter:
 
     def __next__(self):
         indices = next(self._indices)
-        return self._fetcher.fetch(indices)
+        data = self._fetcher.fetch(indices)
+        return pin_memory(data) if self._pin else data
 
 
 class _MultiProcessIter:
@@ -270,6 +273,7 @@ class _MultiProcessIter:
             self._workers.append(w)
         self._shutdown = False
         self._epoch = -1
+        self._pin = pinning(loader)
         self._reset()
 
     def _reset(self):
@@ -355,7 +359,7 @@ class _MultiProcessIter:
         if isinstance(data, ExceptionWrapper):
             self._close()
             data.reraise()
-        return data
+        return pin_memory(data) if self._pin else data
 
     def _close(self):
         if self._shutdown:
