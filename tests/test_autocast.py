@@ -709,10 +709,9 @@ GPU_CASES = sorted({n for n in CASES if n.split("[")[0] in set().union(
     "add", "relu", "cat", "stack", "mean", "gelu", "matmul[operator]", "where"})
 
 
-# ops whose kernels do not run on ember's CUDA backend yet (numpy-only: the convolutions'
-# host windows; _fused_rms_norm's host kernel): strict, so one that starts working fails here
-CUDA_KERNELS_MISSING = {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-                        "conv_transpose3d", "_fused_rms_norm"}
+# ops whose kernels do not run on ember's CUDA backend yet (numpy-only: _fused_rms_norm's host
+# kernel): strict, so one that starts working fails here
+CUDA_KERNELS_MISSING = {"_fused_rms_norm"}
 
 
 @pytest.mark.cuda

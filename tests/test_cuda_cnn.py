@@ -33,10 +33,10 @@ def launched():
 @pytest.fixture(autouse=True)
 def ieee():
     """torch's cuDNN convolutions in IEEE float32 (ember's are)."""
-    saved = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32 = saved
+    # (torch's test utilities, which other files import, freeze the global flags: the context
+    # manager is what they leave open)
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        yield
 
 
 def pair(shape, dtype="float32", seed=0, grad=False, scale=3.0, shift=0.0):

@@ -53,29 +53,9 @@ KNOWN_CUDA: dict[str, str] = {
         "special functions are numpy's (backends/special.py): needs CUDA library kernels",
     "mvlgamma.mvlgamma_p_5":
         "special functions are numpy's (backends/special.py): needs CUDA library kernels",
-    "nn.functional.avg_pool1d":
-        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
-    "nn.functional.avg_pool2d":
-        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
-    "nn.functional.avg_pool3d":
-        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
-    "nn.functional.conv1d":
-        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
-    "nn.functional.conv2d":
-        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
     "nn.functional.conv3d":
         "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
-    "nn.functional.conv_transpose1d":
-        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
-    "nn.functional.conv_transpose2d":
-        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
     "nn.functional.conv_transpose3d":
-        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
-    "nn.functional.max_pool1d":
-        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
-    "nn.functional.max_pool2d":
-        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
-    "nn.functional.max_pool3d":
         "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
     "nn.functional.pdist":
         "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
@@ -83,8 +63,6 @@ KNOWN_CUDA: dict[str, str] = {
         "random ops draw from numpy's Generator on the host: needs Philox on the device",
     "nn.functional.softsign":
         "dtype support differs by device: torch's CUDA kernel takes a dtype its CPU refuses",
-    "nn.functional.unfold":
-        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
     "polygamma.polygamma_n_0":
         "special functions are numpy's (backends/special.py): needs CUDA library kernels",
     "polygamma.polygamma_n_1":

@@ -290,17 +290,16 @@ class Event:
             self._e.synchronize()
 
     def elapsed_time(self, end_event: "Event") -> float:
-        """Milliseconds from this event to ``end_event`` (both recorded and completed, with
-        timing enabled); RuntimeError otherwise, as torch.cuda.Event's."""
+        """Milliseconds from this event to ``end_event`` (both with timing enabled, recorded
+        and completed); ValueError / RuntimeError otherwise, as torch.cuda.Event's."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
         if self._e is None or end_event._e is None:
             raise RuntimeError("Both events must be recorded before calculating elapsed "
                                "time.")
         if not (self._e.done and end_event._e.done):
             raise RuntimeError("Both events must be completed before calculating elapsed "
                                "time.")
-        if not (self.enable_timing and end_event.enable_timing):
-            raise RuntimeError("Both events must be created with argument "
-                               "'enable_timing=True'.")
         return _cp().cuda.get_elapsed_time(self._e, end_event._e)
 
     def __repr__(self):
