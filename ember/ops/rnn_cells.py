@@ -96,6 +96,12 @@ def _check(name: str, input_gates, hidden_gates, input_bias, hidden_bias, factor
                                   f"'{type_name(input_gates)}'")
 
 
+def _batch_sum(a):
+    """The batch sum of gates already rounded to their dtype, accumulated in the compute
+    type (as the kernels' wrappers sum them)."""
+    return _acc(a).sum(axis=0).astype(a.dtype, copy=False)
+
+
 def _gates(input_gates, hidden_gates, input_bias, hidden_bias):
     """The summed pre-activations in the compute type."""
     g = _acc(input_gates) + _acc(hidden_gates)
@@ -161,8 +167,8 @@ def _thnn_fused_lstm_cell_backward_impl(xp, grad_hy: "Tensor?", grad_cy: "Tensor
     gates[:, h:2 * h] = gc * _acc(cx).reshape(b, h) * f * (one - f)
     gates[:, 2 * h:3 * h] = gc * i * (one - g * g)
     gates[:, :h] = gc * g * i * (one - i)
-    grad_bias = gates.sum(axis=0).astype(dt, copy=False) if has_bias else None
-    return gates.astype(dt, copy=False), grad_cx.astype(dt, copy=False), grad_bias
+    gates = gates.astype(dt, copy=False)
+    return gates, grad_cx.astype(dt, copy=False), _batch_sum(gates) if has_bias else None
 
 
 @_thnn_fused_lstm_cell.def_backward
@@ -258,11 +264,11 @@ def _thnn_fused_gru_cell_backward(xp, grad_hy: "Tensor", workspace: "Tensor", ha
     gi[:, h:2 * h] = gh * (prev - n) * z * (one - z)
     gg = gi.copy()
     gg[:, 2 * h:] *= r
-    ghx = gh * z
-    gib = gi.sum(axis=0).astype(dt, copy=False) if has_bias else None
-    ghb = gg.sum(axis=0).astype(dt, copy=False) if has_bias else None
-    return (gi.astype(dt, copy=False), gg.astype(dt, copy=False), ghx.astype(dt, copy=False),
-            gib, ghb)
+    ghx = (gh * z).astype(dt, copy=False)
+    gi, gg = gi.astype(dt, copy=False), gg.astype(dt, copy=False)
+    if not has_bias:
+        return gi, gg, ghx, None, None
+    return gi, gg, ghx, _batch_sum(gi), _batch_sum(gg)
 
 
 @_thnn_fused_gru_cell.def_backward

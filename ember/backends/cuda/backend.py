@@ -6,9 +6,10 @@ Every kernel that computes through ``xp`` runs on the GPU as CuPy's kernels; a k
 dispatcher (correct, not fast), and one that is handed GPU arrays raises a clear TypeError.
 ember's own kernels: generated Triton pointwise kernels (pointwise.py), Triton row kernels
 (rows.py: softmax family, layer and RMS norm), fused attention (attention.py), fused
-optimizer steps (optim.py), products through its cuBLAS binding (blas.py), and Philox
-streams held on the device for the sampling ops (philox.py, random_ops.py). Not yet here:
-bfloat16/float8 storage beyond what CuPy holds, streams and events.
+optimizer steps (optim.py), fused LSTM / GRU cells (rnn_cells.py), products through its
+cuBLAS binding (blas.py), and Philox streams held on the device for the sampling ops
+(philox.py, random_ops.py). Not yet here: bfloat16/float8 storage beyond what CuPy holds,
+streams and events.
 
 ``import ember`` never imports CuPy: the backend registers when CuPy is installed, and CuPy
 is imported (and the driver initialised) at the first CUDA allocation or query.
@@ -136,5 +137,7 @@ BACKEND = register(CUDABackend()) if installed() else None
 if BACKEND is not None and triton_installed():  # ember's Triton row kernels as overrides
     from .rows import register as _register_rows
     from .optim import register as _register_steps
+    from .rnn_cells import register as _register_cells
     _register_rows(BACKEND)
     _register_steps(BACKEND)  # fused Adam / SGD steps (optim.py)
+    _register_cells(BACKEND)  # fused LSTM / GRU cells (rnn_cells.py)

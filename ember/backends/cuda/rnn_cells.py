@@ -1,0 +1,194 @@
+"""The fused recurrent cells as ember's own Triton kernels (``rnn_cell_kernels.py``),
+registered as the CUDA backend's "kernel" overrides (ops/registry.py) of
+``_thnn_fused_lstm_cell``, ``_thnn_fused_lstm_cell_backward_impl``, ``_thnn_fused_gru_cell``
+and ``_thnn_fused_gru_cell_backward``: one launch per call (plus one batch sum per bias
+gradient when the backward is asked for them).
+
+Each wrapper takes the op's arrays (CuPy's on the GPU; numpy's under Triton's interpreter,
+which is how CI runs them) and returns the result arrays, or None where it does not apply
+(bad shapes, mixed or non-float dtypes, empty inputs), so the generic impl runs and raises
+its own errors. Gate arrays are read in place when their last dim is contiguous; state
+arrays are made contiguous. float16 / bfloat16 compute in float32 and round once; float64 in
+float64.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ... import _dtype as D
+from . import triton_adapter as adapter
+from .runtime import cupy
+
+_FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64, D.bfloat16.np))
+_F64 = np.dtype(np.float64)
+BLOCK = 512  # cells per program (256 in float64)
+STATS = {"launches": 0}
+
+
+@functools.cache
+def kernels():
+    """The Triton kernel module, imported on first use (``import ember`` loads no Triton)."""
+    adapter.triton()  # the version check
+    from . import rnn_cell_kernels
+    return rnn_cell_kernels
+
+
+def _xp(a):
+    return np if isinstance(a, np.ndarray) else cupy()
+
+
+def _launch(kernel, n: int, arrays, scalars, f64: bool, **constexprs) -> None:
+    """``kernel`` over the ``n`` cells, pointer arguments ``arrays`` then ``scalars``."""
+    STATS["launches"] += 1
+    block = BLOCK // 2 if f64 else BLOCK
+    if adapter.interpreting():
+        ptrs = list(arrays)
+    else:
+        ptrs = [adapter.Pointer(a.data.ptr, a.dtype) for a in arrays]
+    tl = kernels().tl
+    adapter.launch(kernel, (-(-n // block),), ptrs + list(scalars), num_warps=4,
+                   ACC=tl.float64 if f64 else tl.float32, BLOCK=block, **constexprs)
+
+
+def _rows(a):
+    """A 2-D gate array with a unit column stride (copied if not), and its row stride."""
+    if a.strides[1] != a.itemsize and a.shape[1] > 1:
+        a = _xp(a).ascontiguousarray(a)
+    return a, a.strides[0] // a.itemsize
+
+
+def _state(a, rows: int, hidden: int):
+    return _xp(a).ascontiguousarray(a).reshape(rows, hidden)
+
+
+def _cell_args(input_gates, hidden_gates, prev, input_bias, hidden_bias, factor: int):
+    """(rows, hidden) when the kernel applies to these operands, else None."""
+    dt = input_gates.dtype
+    if dt not in _FLOATS or input_gates.ndim != 2 or hidden_gates.shape != input_gates.shape \
+            or not input_gates.size or input_gates.shape[1] % factor or prev.ndim != 2:
+        return None
+    rows, hidden = input_gates.shape[0], input_gates.shape[1] // factor
+    if prev.size != rows * hidden or (input_bias is None) != (hidden_bias is None):
+        return None
+    arrays = [hidden_gates, prev] + [b for b in (input_bias, hidden_bias) if b is not None]
+    if any(a.dtype != dt for a in arrays):
+        return None
+    if input_bias is not None and (input_bias.shape != (factor * hidden,)
+                                   or hidden_bias.shape != input_bias.shape):
+        return None
+    return rows, hidden
+
+
+def _lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    """_thnn_fused_lstm_cell -> (hy, cy, workspace)."""
+    found = _cell_args(input_gates, hidden_gates, cx, input_bias, hidden_bias, 4)
+    if found is None:
+        return None
+    rows, hidden = found
+    xp = _xp(cx)
+    ig, s_ig = _rows(input_gates)
+    hg, s_hg = _rows(hidden_gates)
+    c = _state(cx, rows, hidden)
+    dt = ig.dtype
+    hy = xp.empty((rows, hidden), dt)
+    cy = xp.empty((rows, hidden), dt)
+    ws = xp.empty((rows, 4 * hidden), dt)
+    bias = input_bias is not None
+    bi = input_bias if bias else ig
+    bh = hidden_bias if bias else ig
+    _launch(kernels().lstm_fwd, rows * hidden, [ig, hg, c, bi, bh, hy, cy, ws],
+            [rows * hidden, hidden, s_ig, s_hg], dt == _F64, HAS_BIAS=bias)
+    return hy.reshape(cx.shape), cy.reshape(cx.shape), ws
+
+
+def _lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
+    """_thnn_fused_lstm_cell_backward_impl -> (grad_gates, grad_cx, grad_bias)."""
+    if grad_hy is None and grad_cy is None:
+        return None
+    dt = workspace.dtype
+    if dt not in _FLOATS or workspace.ndim != 2 or not workspace.size or \
+            workspace.shape[1] % 4:
+        return None
+    rows, hidden = workspace.shape[0], workspace.shape[1] // 4
+    states = [a for a in (grad_hy, grad_cy, cx, cy) if a is not None]
+    if any(a.dtype != dt or a.size != rows * hidden for a in states):
+        return None
+    xp = _xp(workspace)
+    ws = xp.ascontiguousarray(workspace)
+    gh = ws if grad_hy is None else _state(grad_hy, rows, hidden)
+    gc = ws if grad_cy is None else _state(grad_cy, rows, hidden)
+    c = _state(cx, rows, hidden)
+    y = _state(cy, rows, hidden)
+    gates = xp.empty((rows, 4 * hidden), dt)
+    gcx = xp.empty((rows, hidden), dt)
+    _launch(kernels().lstm_bwd, rows * hidden, [gh, gc, c, y, ws, gates, gcx],
+            [rows * hidden, hidden], dt == _F64, HAS_GH=grad_hy is not None,
+            HAS_GC=grad_cy is not None)
+    return gates, gcx, _batch_sum(gates) if has_bias else None
+
+
+def _batch_sum(a):
+    """The sum over rows, accumulated in the compute type, in ``a``'s dtype."""
+    acc = _F64 if a.dtype == _F64 else np.dtype(np.float32)
+    return a.sum(axis=0, dtype=acc).astype(a.dtype, copy=False)
+
+
+def _gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    """_thnn_fused_gru_cell -> (hy, workspace)."""
+    found = _cell_args(input_gates, hidden_gates, hx, input_bias, hidden_bias, 3)
+    if found is None:
+        return None
+    rows, hidden = found
+    xp = _xp(hx)
+    ig, s_ig = _rows(input_gates)
+    hg, s_hg = _rows(hidden_gates)
+    h = _state(hx, rows, hidden)
+    dt = ig.dtype
+    hy = xp.empty((rows, hidden), dt)
+    ws = xp.empty((rows, 5 * hidden), dt)
+    bias = input_bias is not None
+    bi = input_bias if bias else ig
+    bh = hidden_bias if bias else ig
+    _launch(kernels().gru_fwd, rows * hidden, [ig, hg, h, bi, bh, hy, ws],
+            [rows * hidden, hidden, s_ig, s_hg], dt == _F64, HAS_BIAS=bias)
+    return hy.reshape(hx.shape), ws
+
+
+def _gru_cell_backward(grad_hy, workspace, has_bias):
+    """_thnn_fused_gru_cell_backward -> (grad_input_gates, grad_hidden_gates, grad_hx,
+    grad_input_bias, grad_hidden_bias)."""
+    dt = workspace.dtype
+    if dt not in _FLOATS or workspace.ndim != 2 or not workspace.size or \
+            workspace.shape[1] % 5:
+        return None
+    rows, hidden = workspace.shape[0], workspace.shape[1] // 5
+    if grad_hy.dtype != dt or grad_hy.size != rows * hidden:
+        return None
+    xp = _xp(workspace)
+    ws = xp.ascontiguousarray(workspace)
+    g = _state(grad_hy, rows, hidden)
+    gi = xp.empty((rows, 3 * hidden), dt)
+    gh = xp.empty((rows, 3 * hidden), dt)
+    ghx = xp.empty((rows, hidden), dt)
+    _launch(kernels().gru_bwd, rows * hidden, [g, ws, gi, gh, ghx], [rows * hidden, hidden],
+            dt == _F64)
+    if not has_bias:
+        return gi, gh, ghx, None, None
+    return gi, gh, ghx, _batch_sum(gi), _batch_sum(gh)
+
+
+OVERRIDES = {
+    "_thnn_fused_lstm_cell": _lstm_cell,
+    "_thnn_fused_lstm_cell_backward_impl": _lstm_cell_backward,
+    "_thnn_fused_gru_cell": _gru_cell,
+    "_thnn_fused_gru_cell_backward": _gru_cell_backward,
+}
+
+
+def register(backend) -> None:
+    """Register the cell kernels as ``backend``'s "kernel" overrides."""
+    for name, fn in OVERRIDES.items():
+        backend.override(name, "kernel", fn)
