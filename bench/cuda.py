@@ -83,9 +83,28 @@ def cases():
         (f"bmm 16x1024^3 bfloat16 (x{REPEAT})", repeated(lambda lib, x, y: lib.bmm(x, y), batch, batch,
                                                   "bfloat16")),
         ("MLP 512-2048-512 train step, batch 256", mlp),
+        ("LSTM layer fwd+bwd (256->512, seq 128, batch 64, fp32)", _lstm_layer),
         ("AdamW step, 148 params (GPT-2-like sizes, fp32; fused=True)", _adamw_gpt2),
         *_sdpa_cases(),
     ]
+
+
+def _lstm_layer(lib):
+    """nn.LSTM(256, 512) over a (128, 64, 256) float32 sequence: forward, then
+    output.sum().backward() (torch: cuDNN's LSTM)."""
+    lib.manual_seed(0)
+    net = lib.nn.LSTM(256, 512).cuda()
+    x = _on_gpu(lib, np.random.default_rng(2).standard_normal((128, 64, 256))
+                .astype(np.float32)).requires_grad_()
+
+    def step():
+        x.grad = None
+        for p in net.parameters():
+            p.grad = None
+        out, _ = net(x)
+        out.sum().backward()
+        _sync(lib)
+    return step
 
 
 def _gpt2_shapes() -> list:
