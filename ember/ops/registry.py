@@ -88,8 +88,12 @@ class OpDef:
                  save_output=False, differentiable=True, method=True, function=True,
                  inplace=False, out=True, upcast_half=False, returns=None, meta=None,
                  decomposition=None, view=False, grad_name=None, out_dtype=None,
-                 out_exact=False):
+                 out_exact=False, nondiff_outputs=()):
         self.name = name
+        # nondiff_outputs: indices of outputs that carry no gradient (PyTorch's
+        # ``output_differentiability``): they get no grad_fn, and the backward rule receives
+        # None for them rather than a tensor of zeros
+        self.nondiff_outputs = frozenset(nondiff_outputs)
         # out_exact: an out= tensor must have the result's dtype (PyTorch's matmul, max.dim...);
         # True, or the op's own message rule (see ``out_dtype_message``)
         self.out_exact = out_exact

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as D
+from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from .registry import op
 from .pointwise import type_name
@@ -113,7 +114,7 @@ def _gates(input_gates, hidden_gates, input_bias, hidden_bias):
 
 # ---------------------------------------------------------------------- LSTM
 @op(saves=("input_gates", "hidden_gates", "cx", "input_bias", "hidden_bias"),
-    save_output=True, function=False, method=False)
+    save_output=True, function=False, method=False, nondiff_outputs=(2,))
 def _thnn_fused_lstm_cell(xp, input_gates: "Tensor", hidden_gates: "Tensor", cx: "Tensor",
                           input_bias: "Tensor?" = None, hidden_bias: "Tensor?" = None):
     """_thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None)
@@ -216,7 +217,7 @@ def _lstm_backward_ops(g_hy, g_cy, input_gates, hidden_gates, cx, input_bias, hi
 
 # ---------------------------------------------------------------------- GRU
 @op(saves=("input_gates", "hidden_gates", "hx", "input_bias", "hidden_bias"),
-    save_output=True, function=False, method=False)
+    save_output=True, function=False, method=False, nondiff_outputs=(1,))
 def _thnn_fused_gru_cell(xp, input_gates: "Tensor", hidden_gates: "Tensor", hx: "Tensor",
                          input_bias: "Tensor?" = None, hidden_bias: "Tensor?" = None):
     """_thnn_fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None)
