@@ -218,3 +218,63 @@ def test_gru_cell_errors():
     with pytest.raises(RuntimeError, match="while checking arguments for "
                                            "_thnn_fused_gru_cell_cuda"):
         _thnn_fused_gru_cell(_t(2, 6), _t(3, 6), _t(2, 2))
+
+
+# ---------------------------------------------------------------------- a whole LSTM layer
+def _layer_ref(ig, hx, cx, w, reverse):
+    """(output, hy, cy) of the recurrence with torch's CPU ops."""
+    h, c = hx, cx
+    outs = [None] * ig.shape[0]
+    steps = range(ig.shape[0] - 1, -1, -1) if reverse else range(ig.shape[0])
+    for t in steps:
+        h, c, _ = ref_lstm(ig[t], h @ w.t(), c)
+        outs[t] = h
+    return torch.stack(outs), h, c
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_lstm_layer_matches_torch(dtype, reverse):
+    from ember.ops.rnn_layers import _lstm_layer
+    arrays = [data((4, 3, 8), dtype, 50), data((3, 2), dtype, 51), data((3, 2), dtype, 52),
+              data((8, 2), dtype, 53)]
+    e = as_ember(arrays, dtype, grad=True)
+    t = as_torch(arrays, grad=True)
+    out, hy, cy, cells, ws = _lstm_layer(*e, reverse)
+    assert cells.grad_fn is None and ws.grad_fn is None  # saved for the backward only
+    want = _layer_ref(*t, reverse)
+    scale = 1 if dtype != "bfloat16" else 4  # the states are rounded each step
+    for got, w in zip((out, hy, cy), want):
+        close(got, w, dtype, scale)
+    ws_out = data(tuple(want[0].shape), "float64", 54)
+    (out.double() * ember.tensor(ws_out)).sum().add(hy.double().sum() * 2 +
+                                                    cy.double().sum() * 3).backward()
+    (want[0] * torch.tensor(ws_out)).sum().add(want[1].sum() * 2 + want[2].sum() * 3).backward()
+    for a, b in zip(e, t):
+        close(a.grad, b.grad, dtype, scale * 4)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("used", ["out", "hy", "cy"])
+def test_lstm_layer_gradcheck_and_gradgradcheck(reverse, used):
+    """Each output alone reaching the loss (the others' gradients absent), first and second
+    order."""
+    from ember.ops.rnn_layers import _lstm_layer
+    e = as_ember([data((3, 2, 8), "float64", 60), data((2, 2), "float64", 61),
+                  data((2, 2), "float64", 62), data((8, 2), "float64", 63) * 0.5],
+                 "float64", grad=True)
+
+    def fn(*args):
+        return _lstm_layer(*args, reverse)[("out", "hy", "cy").index(used)]
+    assert ember.autograd.gradcheck(fn, tuple(e))
+    assert ember.autograd.gradgradcheck(fn, tuple(e))
+
+
+def test_lstm_layer_errors():
+    from ember.ops.rnn_layers import _lstm_layer
+    with pytest.raises(RuntimeError, match="sequence length to be larger than 0"):
+        _lstm_layer(_t(0, 2, 8), _t(2, 2), _t(2, 2), _t(8, 2))
+    with pytest.raises(RuntimeError, match=r"cx must be \[2, 2\], got \[2, 3\]"):
+        _lstm_layer(_t(1, 2, 8), _t(2, 2), _t(2, 3), _t(8, 2))
+    with pytest.raises(RuntimeError, match="weight_hh has dtype"):
+        _lstm_layer(_t(1, 2, 8), _t(2, 2), _t(2, 2), _t(8, 2, dtype=ember.float64))

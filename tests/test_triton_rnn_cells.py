@@ -133,6 +133,37 @@ def test_wrappers_leave_bad_operands_to_the_impl():
     assert gru(np.zeros((2, 7), np.float32), np.zeros((2, 7), np.float32), c) is None
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_lstm_layer_wrappers_match_the_impl(dtype, reverse, blocks):
+    """The layer's forward and backward (every combination of the outputs' gradients) against
+    the generic impl on numpy, which tests/test_rnn_cells.py compares with torch."""
+    from ember.ops.rnn_layers import _lstm_layer, _lstm_layer_backward
+    t_len, rows, hidden = 4, 3, 5
+    ig, hx, cx, w = np_of([data((t_len, rows, 4 * hidden), dtype, 70),
+                           data((rows, hidden), dtype, 71), data((rows, hidden), dtype, 72),
+                           data((4 * hidden, hidden), dtype, 73) * 0.25], dtype)
+    before = rnn_cells.STATS["launches"]
+    got = rnn_cells.OVERRIDES["_lstm_layer"](ig, hx, cx, w, reverse)
+    want = _lstm_layer.impl(np, ig, hx, cx, w, reverse)
+    # bfloat16: the kernels round each step's product to bfloat16, the impl keeps float32
+    scale = 1 if dtype != "bfloat16" else 2
+    for a, b in zip(got, want):
+        close(a, torch.tensor(b.astype(np.float64)), dtype, scale)
+    go, gh, gc = np_of([data((t_len, rows, hidden), dtype, 74), data((rows, hidden), dtype, 75),
+                        data((rows, hidden), dtype, 76)], dtype)
+    back = rnn_cells.OVERRIDES["_lstm_layer_backward"]
+    for grads in ((go, gh, gc), (go, None, None), (None, gh, None), (None, None, gc)):
+        res = back(*grads, hx, cx, w, got[0], got[3], got[4], reverse)
+        ref = _lstm_layer_backward.impl(np, *grads, hx, cx, w, got[0], got[3], got[4],
+                                        reverse)
+        for a, b in zip(res, ref):
+            close(a, torch.tensor(b.astype(np.float64)), dtype, scale * 4)
+    assert rnn_cells.STATS["launches"] - before == 5 * t_len
+    assert back(None, None, None, hx, cx, w, got[0], got[3], got[4], reverse) is None
+    assert rnn_cells.OVERRIDES["_lstm_layer"](ig, hx, cx[:, :2], w) is None  # bad shapes
+
+
 # ---------------------------------------------------------------------- through ember's ops
 @pytest.fixture
 def cpu_cells():
@@ -227,8 +258,8 @@ def build(fn, dt, **consts):
 for dt in ("fp32", "fp64", "bf16", "fp16"):
     for flag in (True, False):
         build(K.lstm_fwd, dt, HAS_BIAS=flag)
-        build(K.lstm_bwd, dt, HAS_GH=True, HAS_GC=flag)
-        build(K.lstm_bwd, dt, HAS_GH=flag, HAS_GC=True)
+        build(K.lstm_bwd, dt, HAS_GO=flag, HAS_GH=True, HAS_GC=flag)
+        build(K.lstm_bwd, dt, HAS_GO=not flag, HAS_GH=flag, HAS_GC=True)
         build(K.gru_fwd, dt, HAS_BIAS=flag)
     build(K.gru_bwd, dt)
 print("ok")

@@ -123,18 +123,50 @@ def _thnn_fused_lstm_cell(xp, input_gates: "Tensor", hidden_gates: "Tensor", cx:
            "prev_hidden")
     dt = input_gates.dtype
     ws = _gates(input_gates, hidden_gates, input_bias, hidden_bias)
-    b, g4 = ws.shape
-    h = g4 // 4
+    hy, cy = lstm_step(xp, ws, _acc(cx).reshape(ws.shape[0], -1))
+    return (hy.astype(dt, copy=False).reshape(cx.shape), cy.astype(dt, copy=False)
+            .reshape(cx.shape), ws.astype(dt, copy=False))
+
+
+def lstm_step(xp, ws, cx):
+    """(hy, cy) of one LSTM step from the summed pre-activations ``ws`` (B, 4H), which become
+    the workspace in place, and cx (B, H), all in the compute type."""
+    h = ws.shape[1] // 4
     ws[:, :2 * h] = _sigmoid(xp, ws[:, :2 * h])
     ws[:, 3 * h:] = _sigmoid(xp, ws[:, 3 * h:])
     ws[:, 2 * h:3 * h] = xp.tanh(ws[:, 2 * h:3 * h])
     i, f, g, o = ws[:, :h], ws[:, h:2 * h], ws[:, 2 * h:3 * h], ws[:, 3 * h:]
-    cy = f * _acc(cx).reshape(b, h)
+    cy = f * cx
     cy += i * g
     hy = xp.tanh(cy)
     hy *= o
-    return (hy.astype(dt, copy=False).reshape(cx.shape), cy.astype(dt, copy=False)
-            .reshape(cx.shape), ws.astype(dt, copy=False))
+    return hy, cy
+
+
+def lstm_step_backward(xp, gh, gc, cx, cy, ws):
+    """(the gates' gradient (B, 4H), cx's) of one LSTM step from hy's and cy's gradients
+    (either may be None, not both), cx, cy and the workspace, all (B, .) in the compute
+    type."""
+    b, g4 = ws.shape
+    h = g4 // 4
+    i, f, g, o = ws[:, :h], ws[:, h:2 * h], ws[:, 2 * h:3 * h], ws[:, 3 * h:]
+    one = ws.dtype.type(1)
+    gates = xp.empty((b, g4), ws.dtype)
+    gcx = gates[:, :h]  # cx's gradient through cy, built in the i slot first
+    if gh is not None:
+        t = xp.tanh(cy)
+        gates[:, 3 * h:] = gh * t * o * (one - o)
+        gcx[...] = gh * o * (one - t * t)
+        if gc is not None:
+            gcx += gc
+    else:
+        gates[:, 3 * h:] = 0
+        gcx[...] = gc
+    grad_cx = gcx * f
+    gates[:, h:2 * h] = gcx * cx * f * (one - f)
+    gates[:, 2 * h:3 * h] = gcx * i * (one - g * g)
+    gates[:, :h] = gcx * g * i * (one - i)
+    return gates, grad_cx
 
 
 @op(differentiable=False, function=False, method=False)
@@ -149,25 +181,11 @@ def _thnn_fused_lstm_cell_backward_impl(xp, grad_hy: "Tensor?", grad_cy: "Tensor
     dt = workspace.dtype
     b, g4 = workspace.shape
     h = g4 // 4
-    ws = _acc(workspace)
-    i, f, g, o = ws[:, :h], ws[:, h:2 * h], ws[:, 2 * h:3 * h], ws[:, 3 * h:]
-    one = ws.dtype.type(1)
-    gates = xp.empty((b, g4), ws.dtype)
-    gc = gates[:, :h]  # cx's gradient through cy, built in the i slot first
-    if grad_hy is not None:
-        t = xp.tanh(_acc(cy).reshape(b, h))
-        gh = _acc(grad_hy).reshape(b, h)
-        gates[:, 3 * h:] = gh * t * o * (one - o)
-        gc[...] = gh * o * (one - t * t)
-        if grad_cy is not None:
-            gc += _acc(grad_cy).reshape(b, h)
-    else:
-        gates[:, 3 * h:] = 0
-        gc[...] = _acc(grad_cy).reshape(b, h)
-    grad_cx = gc * f
-    gates[:, h:2 * h] = gc * _acc(cx).reshape(b, h) * f * (one - f)
-    gates[:, 2 * h:3 * h] = gc * i * (one - g * g)
-    gates[:, :h] = gc * g * i * (one - i)
+
+    def state(a):
+        return None if a is None else _acc(a).reshape(b, h)
+    gates, grad_cx = lstm_step_backward(xp, state(grad_hy), state(grad_cy), state(cx),
+                                        state(cy), _acc(workspace))
     gates = gates.astype(dt, copy=False)
     return gates, grad_cx.astype(dt, copy=False), _batch_sum(gates) if has_bias else None
 

@@ -70,10 +70,12 @@ def lstm_fwd(ig_ptr, hg_ptr, cx_ptr, bi_ptr, bh_ptr, hy_ptr, cy_ptr, ws_ptr, n, 
 
 
 @triton.jit
-def lstm_bwd(ghy_ptr, gcy_ptr, cx_ptr, cy_ptr, ws_ptr, gates_ptr, gcx_ptr, n, hidden,
-             HAS_GH: tl.constexpr, HAS_GC: tl.constexpr, ACC: tl.constexpr,
-             BLOCK: tl.constexpr):
-    """The gates' gradient (B, 4H) and cx's from hy's and/or cy's gradients."""
+def lstm_bwd(go_ptr, ghy_ptr, gcy_ptr, cx_ptr, cy_ptr, ws_ptr, gates_ptr, gcx_ptr, n, hidden,
+             HAS_GO: tl.constexpr, HAS_GH: tl.constexpr, HAS_GC: tl.constexpr,
+             ACC: tl.constexpr, BLOCK: tl.constexpr):
+    """The gates' gradient (B, 4H) and cx's from hy's gradient (``go`` + ``ghy``, where
+    given) and cy's. ``gcx`` may be ``gcy`` itself (each cell is read before it is written):
+    the layer's backward carries c's gradient in one buffer."""
     OUT = gates_ptr.dtype.element_ty
     k, row, col, mask = _cells(n, hidden, BLOCK)
     ws = ws_ptr + row * (4 * hidden) + col
@@ -83,13 +85,17 @@ def lstm_bwd(ghy_ptr, gcy_ptr, cx_ptr, cy_ptr, ws_ptr, gates_ptr, gcx_ptr, n, hi
     o = _load(ws + 3 * hidden, mask, ACC)
     gc = tl.zeros([BLOCK], ACC)
     go = tl.zeros([BLOCK], ACC)
-    if HAS_GH:
-        gh = _load(ghy_ptr + k, mask, ACC)
+    if HAS_GC:
+        gc = _load(gcy_ptr + k, mask, ACC)
+    if HAS_GO or HAS_GH:
+        gh = tl.zeros([BLOCK], ACC)
+        if HAS_GO:
+            gh += _load(go_ptr + k, mask, ACC)
+        if HAS_GH:
+            gh += _load(ghy_ptr + k, mask, ACC)
         t = libdevice.tanh(_load(cy_ptr + k, mask, ACC))
         go = gh * t * o * (1.0 - o)
-        gc = gh * o * (1.0 - t * t)
-    if HAS_GC:
-        gc += _load(gcy_ptr + k, mask, ACC)
+        gc += gh * o * (1.0 - t * t)
     out = gates_ptr + row * (4 * hidden) + col
     tl.store(out, (gc * g * i * (1.0 - i)).to(OUT), mask=mask)
     tl.store(out + hidden, (gc * _load(cx_ptr + k, mask, ACC) * f * (1.0 - f)).to(OUT),

@@ -124,8 +124,8 @@ def _lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
     y = _state(cy, rows, hidden)
     gates = xp.empty((rows, 4 * hidden), dt)
     gcx = xp.empty((rows, hidden), dt)
-    _launch(kernels().lstm_bwd, rows * hidden, [gh, gc, c, y, ws, gates, gcx],
-            [rows * hidden, hidden], dt == _F64, HAS_GH=grad_hy is not None,
+    _launch(kernels().lstm_bwd, rows * hidden, [ws, gh, gc, c, y, ws, gates, gcx],
+            [rows * hidden, hidden], dt == _F64, HAS_GO=False, HAS_GH=grad_hy is not None,
             HAS_GC=grad_cy is not None)
     return gates, gcx, _batch_sum(gates) if has_bias else None
 
@@ -180,11 +180,132 @@ def _gru_cell_backward(grad_hy, workspace, has_bias):
     return gi, gh, ghx, _batch_sum(gi), _batch_sum(gh)
 
 
+# ---------------------------------------------------------------------- a whole LSTM layer
+def _mm_into(a, b, out, beta: int = 0) -> None:
+    """out = a @ b (+ out when ``beta``), 2-D: cuBLAS on the GPU (transposed views read in
+    place), numpy's matmul under the interpreter."""
+    if isinstance(a, np.ndarray):
+        r = np.matmul(a.astype(np.float32), b.astype(np.float32)) if a.dtype in _HALF \
+            else a @ b
+        if beta:
+            r = r + out
+        out[...] = r
+        return
+    from .blas import _gemm
+    m, k = a.shape
+    _gemm(a, b, out, m, b.shape[1], k, 1, beta=beta)
+
+
+_HALF = frozenset((np.dtype(np.float16), np.dtype(D.bfloat16.np)))
+
+
+def _layer_args(input_gates, hx, cx, weight_hh):
+    """(T, B, H) when the layer kernels apply, else None."""
+    dt = input_gates.dtype
+    if dt not in _FLOATS or input_gates.ndim != 3 or input_gates.shape[2] % 4 or \
+            not input_gates.size:
+        return None
+    t_len, b, g4 = input_gates.shape
+    h = g4 // 4
+    for a, shape in ((hx, (b, h)), (cx, (b, h)), (weight_hh, (g4, h))):
+        if a.shape != shape or a.dtype != dt:
+            return None
+    return t_len, b, h
+
+
+def _steps(n: int, reverse: bool):
+    return range(n - 1, -1, -1) if reverse else range(n)
+
+
+def _lstm_layer(input_gates, hx, cx, weight_hh, reverse=False):
+    """_lstm_layer -> (output, hy, cy, cells, workspace): per step one product into a
+    reused buffer and one cell launch writing the step's slices of the results."""
+    found = _layer_args(input_gates, hx, cx, weight_hh)
+    if found is None:
+        return None
+    t_len, b, h = found
+    xp = _xp(input_gates)
+    dt = input_gates.dtype
+    ig = xp.ascontiguousarray(input_gates)
+    out = xp.empty((t_len, b, h), dt)
+    cells = xp.empty((t_len, b, h), dt)
+    ws = xp.empty((t_len, b, 4 * h), dt)
+    hg = xp.empty((b, 4 * h), dt)
+    w_t = xp.ascontiguousarray(weight_hh).T  # read transposed in place by the products
+    hp, cp = xp.ascontiguousarray(hx), xp.ascontiguousarray(cx)
+    kernel, n, f64 = kernels().lstm_fwd, b * h, dt == _F64
+    for t in _steps(t_len, reverse):
+        _mm_into(hp, w_t, hg)
+        _launch(kernel, n, [ig[t], hg, cp, hg, hg, out[t], cells[t], ws[t]],
+                [n, h, 4 * h, 4 * h], f64, HAS_BIAS=False)
+        hp, cp = out[t], cells[t]
+    last = 0 if reverse else t_len - 1
+    return out, out[last].copy(), cells[last].copy(), cells, ws
+
+
+def _lstm_layer_backward(grad_output, grad_hy, grad_cy, hx, cx, weight_hh, output, cells,
+                         workspace, reverse=False):
+    """_lstm_layer_backward -> (grad_input_gates, grad_hx, grad_cx, grad_weight_hh): per step
+    one cell launch (it adds the output's and the carried gradient of h, and carries c's in
+    place) and one product for h's gradient; W_hh's gradient as two products at the end."""
+    if grad_output is None and grad_hy is None and grad_cy is None:
+        return None
+    if workspace.ndim != 3:
+        return None
+    found = _layer_args(workspace, hx, cx, weight_hh)
+    if found is None:
+        return None
+    t_len, b, h = found
+    dt = workspace.dtype
+    for a, shape in ((grad_output, (t_len, b, h)), (grad_hy, (b, h)), (grad_cy, (b, h)),
+                     (output, (t_len, b, h)), (cells, (t_len, b, h))):
+        if a is not None and (a.dtype != dt or a.shape != shape):
+            return None
+    xp = _xp(workspace)
+    ws = xp.ascontiguousarray(workspace)
+    cs = xp.ascontiguousarray(cells)
+    out = xp.ascontiguousarray(output)
+    go = None if grad_output is None else xp.ascontiguousarray(grad_output)
+    gh = xp.empty((b, h), dt)  # h's gradient carried back (a product's result)
+    gc = xp.empty((b, h), dt)  # c's gradient carried back (the kernel writes it in place)
+    if grad_hy is not None:
+        gh[...] = grad_hy
+    if grad_cy is not None:
+        gc[...] = grad_cy
+    has_gh, has_gc = grad_hy is not None, grad_cy is not None
+    grads = xp.empty((t_len, b, 4 * h), dt)
+    c0 = xp.ascontiguousarray(cx)
+    w = xp.ascontiguousarray(weight_hh)
+    order = list(_steps(t_len, reverse))
+    kernel, n, f64 = kernels().lstm_bwd, b * h, dt == _F64
+    for k in range(t_len - 1, -1, -1):
+        t = order[k]
+        c_prev = c0 if k == 0 else cs[order[k - 1]]
+        _launch(kernel, n, [gh if go is None else go[t], gh, gc, c_prev, cs[t], ws[t],
+                            grads[t], gc], [n, h], f64, HAS_GO=go is not None,
+                HAS_GH=has_gh, HAS_GC=has_gc)
+        _mm_into(grads[t], w, gh)
+        has_gh = has_gc = True
+    # W_hh's gradient: sum over steps of grads_t^T h_{t-1} (h_{-1} = hx)
+    gw = xp.empty((4 * h, h), dt)
+    rows = (t_len - 1) * b
+    if reverse:
+        later, earlier, first = grads[:-1], out[1:], grads[t_len - 1]
+    else:
+        later, earlier, first = grads[1:], out[:-1], grads[0]
+    _mm_into(first.T, xp.ascontiguousarray(hx), gw)
+    if rows:
+        _mm_into(later.reshape(rows, 4 * h).T, earlier.reshape(rows, h), gw, beta=1)
+    return grads, gh, gc, gw
+
+
 OVERRIDES = {
     "_thnn_fused_lstm_cell": _lstm_cell,
     "_thnn_fused_lstm_cell_backward_impl": _lstm_cell_backward,
     "_thnn_fused_gru_cell": _gru_cell,
     "_thnn_fused_gru_cell_backward": _gru_cell_backward,
+    "_lstm_layer": _lstm_layer,
+    "_lstm_layer_backward": _lstm_layer_backward,
 }
 
 

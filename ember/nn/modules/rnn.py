@@ -206,6 +206,7 @@ class RNNBase(Module):
         from ...ops.joining import stack
         from ...ops.linalg import addmm, mm
         from ...ops.rnn_cells import _thnn_fused_gru_cell, _thnn_fused_lstm_cell
+        from ...ops.rnn_layers import _lstm_layer
         params = [getattr(self, n) for n in names]
         w_ih, w_hh = params[0], params[1]
         b_ih, b_hh = (params[2], params[3]) if self.bias else (None, None)
@@ -223,19 +224,18 @@ class RNNBase(Module):
                 outs[t] = h
             return stack(outs), h, None
         bias = None if b_ih is None else b_ih + b_hh
+        if self.mode == "LSTM" and w_hr is None:
+            # the whole recurrence as one op (ops/rnn_layers.py)
+            out, h, c, _, _ = _lstm_layer(F.linear(x, w_ih, bias), h, c, w_hh, reverse)
+            return out, h, c
         xs = F.linear(x, w_ih, bias).unbind(0)
-        if self.mode == "LSTM":
+        if self.mode == "LSTM":  # with projections: one fused cell op per step
             cell = _thnn_fused_lstm_cell
-            if w_hr is None:
-                for t in steps:
-                    h, c, _ = cell(xs[t], mm(h, w_hh_t), c)
-                    outs[t] = h
-            else:
-                w_hr_t = w_hr.t()
-                for t in steps:
-                    h, c, _ = cell(xs[t], mm(h, w_hh_t), c)
-                    h = mm(h, w_hr_t)
-                    outs[t] = h
+            w_hr_t = w_hr.t()
+            for t in steps:
+                h, c, _ = cell(xs[t], mm(h, w_hh_t), c)
+                h = mm(h, w_hr_t)
+                outs[t] = h
             return stack(outs), h, c
         act = _simple_act(self.mode)
         for t in steps:
