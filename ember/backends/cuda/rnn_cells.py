@@ -234,6 +234,9 @@ def _lstm_layer(input_gates, hx, cx, weight_hh, reverse=False):
     w_t = xp.ascontiguousarray(weight_hh).T  # read transposed in place by the products
     hp, cp = xp.ascontiguousarray(hx), xp.ascontiguousarray(cx)
     kernel, n, f64 = kernels().lstm_fwd, b * h, dt == _F64
+    if _fast_forward(ig, hp, cp, w_t, out, cells, ws, hg, reverse):
+        last = 0 if reverse else t_len - 1
+        return out, out[last].copy(), cells[last].copy(), cells, ws
     for t in _steps(t_len, reverse):
         _mm_into(hp, w_t, hg)
         _launch(kernel, n, [ig[t], hg, cp, hg, hg, out[t], cells[t], ws[t]],
@@ -278,7 +281,8 @@ def _lstm_layer_backward(grad_output, grad_hy, grad_cy, hx, cx, weight_hh, outpu
     w = xp.ascontiguousarray(weight_hh)
     order = list(_steps(t_len, reverse))
     kernel, n, f64 = kernels().lstm_bwd, b * h, dt == _F64
-    for k in range(t_len - 1, -1, -1):
+    fast = _fast_backward(go, gh, gc, has_gh, has_gc, c0, cs, ws, grads, w, reverse)
+    for k in range(t_len - 1, -1, -1) if not fast else ():
         t = order[k]
         c_prev = c0 if k == 0 else cs[order[k - 1]]
         _launch(kernel, n, [gh if go is None else go[t], gh, gc, c_prev, cs[t], ws[t],
@@ -297,6 +301,99 @@ def _lstm_layer_backward(grad_output, grad_hy, grad_cy, hx, cx, weight_hh, outpu
     if rows:
         _mm_into(later.reshape(rows, 4 * h).T, earlier.reshape(rows, h), gw, beta=1)
     return grads, gh, gc, gw
+
+
+# ---------------------------------------------------------------------- the loops on the GPU
+# On the GPU the layer's loops go through launchers prepared once per call (cuBLAS's and
+# Triton's argument work done before the loop, addresses computed per step): a step then costs
+# two C calls of host time, where the general path (kept for the interpreter) spends tens of
+# microseconds per step on slicing arrays and building arguments.
+
+def _worst(*addresses) -> int:
+    """The first of ``addresses`` that is not 16-byte aligned, else the first: a launcher
+    prepared for it serves all of them."""
+    for a in addresses:
+        if a % 16:
+            return a
+    return addresses[0]
+
+
+def _prepared(kernel, n: int, pointers, scalars, dtype, **constexprs):
+    """``kernel`` prepared (triton_adapter.prepare) over ``n`` cells, or None."""
+    f64 = dtype == _F64
+    block = BLOCK // 2 if f64 else BLOCK
+    tl = kernels().tl
+    return adapter.prepare(kernel, (-(-n // block),),
+                           [adapter.Pointer(p, dtype) for p in pointers] + list(scalars),
+                           num_warps=4, ACC=tl.float64 if f64 else tl.float32, BLOCK=block,
+                           **constexprs)
+
+
+def _fast_forward(ig, hx, cx, w_t, out, cells, ws, hg, reverse) -> bool:
+    """The forward loop through prepared launchers; False (nothing done) where they do not
+    apply (the interpreter, or a product cuBLAS cannot take in place)."""
+    if isinstance(ig, np.ndarray):
+        return False
+    from .blas import gemm_launcher
+    gemm = gemm_launcher(hx, w_t, hg)
+    if gemm is None:
+        return False
+    t_len, b, g4 = ig.shape
+    h = g4 // 4
+    n, dt = b * h, ig.dtype
+    sh, sg = n * dt.itemsize, b * g4 * dt.itemsize
+    ig0, out0, cs0, ws0, hg0 = (a.data.ptr for a in (ig, out, cells, ws, hg))
+    go = _prepared(kernels().lstm_fwd, n,
+                   [_worst(ig0, ig0 + sg), hg0, _worst(cx.data.ptr, cs0, cs0 + sh), hg0, hg0,
+                    _worst(out0, out0 + sh), _worst(cs0, cs0 + sh), _worst(ws0, ws0 + sg)],
+                   [n, h, g4, g4], dt, HAS_BIAS=False)
+    stream = cupy().cuda.get_current_stream().ptr
+    w_ptr, h_ptr, c_ptr = w_t.data.ptr, hx.data.ptr, cx.data.ptr
+    for t in _steps(t_len, reverse):
+        gemm(h_ptr, w_ptr, hg0)
+        o, c = out0 + t * sh, cs0 + t * sh
+        go(stream, ig0 + t * sg, hg0, c_ptr, hg0, hg0, o, c, ws0 + t * sg, n, h, g4, g4)
+        h_ptr, c_ptr = o, c
+    STATS["launches"] += t_len
+    return True
+
+
+def _fast_backward(go, gh, gc, has_gh, has_gc, c0, cells, ws, grads, w, reverse) -> bool:
+    """The backward loop through prepared launchers (see ``_fast_forward``): per step the
+    cell's launch, then h's gradient into ``gh``; ``gc`` carries c's."""
+    if isinstance(ws, np.ndarray):
+        return False
+    from .blas import gemm_launcher
+    t_len, b, g4 = ws.shape
+    gemm = gemm_launcher(grads[0], w, gh)
+    if gemm is None:
+        return False
+    h = g4 // 4
+    n, dt = b * h, ws.dtype
+    sh, sg = n * dt.itemsize, b * g4 * dt.itemsize
+    cs0, ws0, gr0, gh0, gc0 = (a.data.ptr for a in (cells, ws, grads, gh, gc))
+    go0 = gh0 if go is None else go.data.ptr
+    pointers = [_worst(go0, go0 + sh) if go is not None else gh0, gh0, gc0,
+                _worst(c0.data.ptr, cs0, cs0 + sh), _worst(cs0, cs0 + sh), _worst(ws0, ws0 + sg),
+                _worst(gr0, gr0 + sg), gc0]
+    kernel, has_go = kernels().lstm_bwd, go is not None
+    first = _prepared(kernel, n, pointers, [n, h], dt, HAS_GO=has_go, HAS_GH=has_gh,
+                      HAS_GC=has_gc)
+    rest = _prepared(kernel, n, pointers, [n, h], dt, HAS_GO=has_go, HAS_GH=True, HAS_GC=True)
+    stream = cupy().cuda.get_current_stream().ptr
+    order = list(_steps(t_len, reverse))
+    w_ptr, c_first = w.data.ptr, c0.data.ptr
+    launch = first
+    for k in range(t_len - 1, -1, -1):
+        t = order[k]
+        c_prev = c_first if k == 0 else cs0 + order[k - 1] * sh
+        g_t = gr0 + t * sg
+        launch(stream, go0 + t * sh if has_go else gh0, gh0, gc0, c_prev, cs0 + t * sh,
+               ws0 + t * sg, g_t, gc0, n, h)
+        gemm(g_t, w_ptr, gh0)
+        launch = rest
+    STATS["launches"] += t_len
+    return True
 
 
 OVERRIDES = {
