@@ -180,6 +180,7 @@ def main() -> None:
         return
     print(f"\n{ember.cuda.get_device_name()}; torch {torch.__version__}")
     torch.backends.cuda.matmul.allow_tf32 = False  # ember's float32 products are IEEE
+    torch.backends.cudnn.allow_tf32 = False  # cuDNN's LSTM too (it defaults to TF32)
     rows = run("CUDA: ember vs torch on one GPU", cases(), [("ember", ember), ("torch", torch)],
                budget=1.0)
     _print_sdpa_tflops(rows)

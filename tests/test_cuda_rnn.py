@@ -23,6 +23,16 @@ TOL = {"float32": 2e-5, "float64": 1e-10, "float16": 4e-3, "bfloat16": 3e-2}
 aten = torch.ops.aten
 
 
+@pytest.fixture(autouse=True)
+def ieee_torch():
+    """torch's cuDNN RNNs and products in IEEE float32, as ember computes them (cuDNN would
+    use TF32 by default)."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 @pytest.fixture
 def launched():
     """How many cell kernels ran since the test began."""
@@ -177,8 +187,36 @@ def test_sequence_modules_match_torch(launched, mode, kw, dtype, states):
         same(a.grad, b.grad, dtype, 10 * tol)
     for (name, p), (_, q) in zip(e.named_parameters(), t.named_parameters()):
         same(p.grad, q.grad, dtype, 20 * tol)
-    # one forward and one backward cell launch per step, layer and direction
+    # one forward and one backward cell launch per step, layer and direction (LSTM without
+    # projections: the _lstm_layer op's loops; else the fused cell ops)
     assert launched() == 2 * seq * layers * dirs
+
+
+def test_lstm_layer_op_on_cuda_matches_its_generic_impl():
+    """The CUDA loops (prepared launchers) against the generic impl run on the same GPU
+    arrays through CuPy, forward and every combination of the outputs' gradients."""
+    from ember.ops import rnn_layers
+    from ember.backends.cuda import rnn_cells
+    from ember.backends.cuda.backend import BACKEND
+    xp = BACKEND.xp
+    t_len, rows, hidden = 9, 5, 24
+    ig, hx, cx = (pair(s, "float32", k)[0]._data for k, s in
+                  enumerate([(t_len, rows, 4 * hidden), (rows, hidden), (rows, hidden)]))
+    w = pair((4 * hidden, hidden), "float32", 3, scale=0.2)[0]._data
+    for reverse in (False, True):
+        got = rnn_cells.OVERRIDES["_lstm_layer"](ig, hx, cx, w, reverse)
+        want = rnn_layers._lstm_layer.impl(xp, ig, hx, cx, w, reverse)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.get(), b.get(), rtol=1e-5, atol=1e-5)
+        go, gh, gc = (pair(s, "float32", 10 + k)[0]._data for k, s in
+                      enumerate([(t_len, rows, hidden), (rows, hidden), (rows, hidden)]))
+        for grads in ((go, gh, gc), (go, None, None), (None, gh, None), (None, None, gc)):
+            res = rnn_cells.OVERRIDES["_lstm_layer_backward"](*grads, hx, cx, w, got[0], got[3],
+                                                             got[4], reverse)
+            ref = rnn_layers._lstm_layer_backward.impl(xp, *grads, hx, cx, w, got[0], got[3],
+                                                       got[4], reverse)
+            for a, b in zip(res, ref):
+                np.testing.assert_allclose(a.get(), b.get(), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("cell", ["LSTMCell", "GRUCell"])

@@ -21,8 +21,6 @@ step with the differentiable fused cell ops (so gradients of any order follow).
 
 from __future__ import annotations
 
-import numpy as np
-
 from .._tensor import Tensor
 from ..autograd.grad_mode import state as _grad_state
 from .registry import op

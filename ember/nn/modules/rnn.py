@@ -5,10 +5,12 @@ Parameter names and shapes are PyTorch's (``weight_ih_l{k}[_reverse]``, ``weight
 in PyTorch's order: LSTM i, f, g, o; GRU r, z, n), so state dicts interchange.
 
 Speed: each layer and direction projects the whole input sequence with one matmul (the
-hidden bias folded in where the gate math allows), then a Python loop over time does one
-matmul per step and, for LSTM and GRU, the gate math as one fused cell op
-(``_thnn_fused_lstm_cell`` / ``_thnn_fused_gru_cell``, ops/rnn_cells.py: one kernel forward
-and one backward on CUDA). Everything is ember ops, so gradients of any order come from the
+hidden bias folded in where the gate math allows). An LSTM without projections then runs the
+recurrence as one op, ``_lstm_layer`` (ops/rnn_layers.py: per step one product and one fused
+cell kernel on CUDA, forward and backward, and no autograd node per step). GRU and projected
+LSTM loop over time in Python: one matmul per step and the gate math as one fused cell op
+(``_thnn_fused_lstm_cell`` / ``_thnn_fused_gru_cell``, ops/rnn_cells.py); RNN's steps are an
+addmm and its activation. Everything is ember ops, so gradients of any order come from the
 op table.
 """
 
