@@ -30,6 +30,18 @@ _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
 
 # ---------------------------------------------------------------------- one time step
+def _same_dtype(*tensors):
+    """The tensors in their promoted dtype where they differ (autocast gives a step's
+    products a lower precision than the carried state; the fused cells take one dtype)."""
+    dt = tensors[0].dtype
+    if all(t.dtype == dt for t in tensors):
+        return tensors
+    from ..._dtype import promote_types
+    for t in tensors[1:]:
+        dt = promote_types(dt, t.dtype)
+    return tuple(t.to(dt) for t in tensors)
+
+
 def _simple_act(mode: str):
     return Tensor.tanh if mode == "RNN_TANH" else Tensor.relu
 
@@ -222,7 +234,7 @@ class RNNBase(Module):
             cell = _thnn_fused_gru_cell
             for t in steps:
                 hg = mm(h, w_hh_t) if b_hh is None else addmm(b_hh, h, w_hh_t)
-                h = cell(xs[t], hg, h)[0]
+                h = cell(*_same_dtype(xs[t], hg, h))[0]
                 outs[t] = h
             return stack(outs), h, None
         bias = None if b_ih is None else b_ih + b_hh
@@ -235,7 +247,7 @@ class RNNBase(Module):
             cell = _thnn_fused_lstm_cell
             w_hr_t = w_hr.t()
             for t in steps:
-                h, c, _ = cell(xs[t], mm(h, w_hh_t), c)
+                h, c, _ = cell(*_same_dtype(xs[t], mm(h, w_hh_t), c))
                 h = mm(h, w_hr_t)
                 outs[t] = h
             return stack(outs), h, c
@@ -465,7 +477,11 @@ class LSTMCell(RNNCellBase):
         from ...ops.rnn_cells import _thnn_fused_lstm_cell
         xg = F.linear(input, self.weight_ih)
         hg = F.linear(h, self.weight_hh)
-        h, c, _ = _thnn_fused_lstm_cell(xg, hg, c, self.bias_ih, self.bias_hh)
+        xg, hg, c = _same_dtype(xg, hg, c)
+        b_ih, b_hh = self.bias_ih, self.bias_hh
+        if b_ih is not None and b_ih.dtype != xg.dtype:
+            b_ih, b_hh = b_ih.to(xg.dtype), b_hh.to(xg.dtype)
+        h, c, _ = _thnn_fused_lstm_cell(xg, hg, c, b_ih, b_hh)
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
 
 
@@ -485,5 +501,9 @@ class GRUCell(RNNCellBase):
         from ...ops.rnn_cells import _thnn_fused_gru_cell
         xg = F.linear(input, self.weight_ih)
         hg = F.linear(h, self.weight_hh)
-        h = _thnn_fused_gru_cell(xg, hg, h, self.bias_ih, self.bias_hh)[0]
+        xg, hg, h = _same_dtype(xg, hg, h)
+        b_ih, b_hh = self.bias_ih, self.bias_hh
+        if b_ih is not None and b_ih.dtype != xg.dtype:
+            b_ih, b_hh = b_ih.to(xg.dtype), b_hh.to(xg.dtype)
+        h = _thnn_fused_gru_cell(xg, hg, h, b_ih, b_hh)[0]
         return h if batched else h.squeeze(0)
