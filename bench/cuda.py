@@ -89,6 +89,7 @@ def cases():
         ("MLP 512-2048-512 train step, batch 256", mlp),
         ("CNN train step (ResNet-like, conv+BN+pool, batch 64 at 64x64, SGD momentum)",
          _cnn_step),
+        ("LSTM layer fwd+bwd (256->512, seq 128, batch 64, fp32)", _lstm_layer),
         ("AdamW step, 148 params (GPT-2-like sizes, fp32; fused=True)", _adamw_gpt2),
         *_sdpa_cases(),
     ]
@@ -133,6 +134,24 @@ def _cnn_step(lib):
         opt.zero_grad()
         lib.nn.functional.cross_entropy(net(x), y).backward()
         opt.step()
+        _sync(lib)
+    return step
+
+
+def _lstm_layer(lib):
+    """nn.LSTM(256, 512) over a (128, 64, 256) float32 sequence: forward, then
+    output.sum().backward() (torch: cuDNN's LSTM)."""
+    lib.manual_seed(0)
+    net = lib.nn.LSTM(256, 512).cuda()
+    x = _on_gpu(lib, np.random.default_rng(2).standard_normal((128, 64, 256))
+                .astype(np.float32)).requires_grad_()
+
+    def step():
+        x.grad = None
+        for p in net.parameters():
+            p.grad = None
+        out, _ = net(x)
+        out.sum().backward()
         _sync(lib)
     return step
 
@@ -210,7 +229,7 @@ def main() -> None:
         return
     print(f"\n{ember.cuda.get_device_name()}; torch {torch.__version__}")
     torch.backends.cuda.matmul.allow_tf32 = False  # ember's float32 products are IEEE
-    torch.backends.cudnn.allow_tf32 = False  # (and its convolutions: cuDNN's too)
+    torch.backends.cudnn.allow_tf32 = False  # cuDNN's convolutions and LSTM too
     rows = run("CUDA: ember vs torch on one GPU", cases(), [("ember", ember), ("torch", torch)],
                budget=1.0)
     _print_sdpa_tflops(rows)

@@ -390,6 +390,21 @@ COMPOSITES = {
 }
 
 
+def _internal(lib, name: str):
+    """An op PyTorch has only as ``torch.ops.aten.<name>`` (ember: its op table's entry)."""
+    if lib.__name__ == "torch":
+        return getattr(lib.ops.aten, name)
+    from ember.ops.registry import OPS
+    return OPS[name]
+
+
+# the fused recurrent cells (PyTorch has them on CUDA only): hy
+CASES["_thnn_fused_lstm_cell"] = lambda t, F, m: _internal(t, "_thnn_fused_lstm_cell")(
+    m.signed(2, 8), m.signed(2, 8), m.signed(2, 2))[0]
+CASES["_thnn_fused_gru_cell"] = lambda t, F, m: _internal(t, "_thnn_fused_gru_cell")(
+    m.signed(2, 6), m.signed(2, 6), m.signed(2, 2))[0]
+
+
 def run(name: str, lib, floats=("float32",), device: str = "cpu", seed: int = 0):
     """Run case ``name`` with library ``lib`` (torch or ember)."""
     fn = CASES.get(name) or COMPOSITES[name]

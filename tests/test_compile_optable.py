@@ -133,8 +133,39 @@ def _attention_inputs(dt):
             _rand(1, 2, 6, 4, dtype=dt, seed=2)), {}
 
 
+def _lstm_cell(ig, hg, cx, bi, bh):
+    hy, cy, _ = OPS["_thnn_fused_lstm_cell"](ig, hg, cx, bi, bh)
+    return hy * 2 + cy
+
+
+def _gru_cell(ig, hg, hx, bi, bh):
+    return OPS["_thnn_fused_gru_cell"](ig, hg, hx, bi, bh)[0]
+
+
+def _lstm_layer(ig, hx, cx, w):
+    out, hy, cy, _, _ = OPS["_lstm_layer"](ig, hx, cx, w, True)
+    return out.sum(0) + hy * 2 + cy
+
+
+def _layer_inputs(dt):
+    return (_rand(3, 2, 8, dtype=dt), _rand(2, 2, dtype=dt, seed=1),
+            _rand(2, 2, dtype=dt, seed=2), _rand(8, 2, dtype=dt, seed=3)), {}
+
+
+def _cell_inputs(gates):
+    return lambda dt: ((_rand(3, gates * 4, dtype=dt), _rand(3, gates * 4, dtype=dt, seed=1),
+                        _rand(3, 4, dtype=dt, seed=2), _rand(gates * 4, dtype=dt, seed=3),
+                        _rand(gates * 4, dtype=dt, seed=4)), {})
+
+
 HAND = {
     "_fused_attention": (_fused_attention, _attention_inputs),
+    "_thnn_fused_lstm_cell": (_lstm_cell, _cell_inputs(4)),
+    "_thnn_fused_lstm_cell_backward_impl": (_lstm_cell, _cell_inputs(4)),  # backward
+    "_thnn_fused_gru_cell": (_gru_cell, _cell_inputs(3)),
+    "_thnn_fused_gru_cell_backward": (_gru_cell, _cell_inputs(3)),  # backward
+    "_lstm_layer": (_lstm_layer, _layer_inputs),
+    "_lstm_layer_backward": (_lstm_layer, _layer_inputs),  # backward
     "_fused_attention_backward": (_fused_attention, _attention_inputs),  # backward
     "_norm_backward": (F.layer_norm, lambda dt: (
         (_rand(4, 6, dtype=dt), (6,), _rand(6, dtype=dt, seed=1), _rand(6, dtype=dt, seed=2)),

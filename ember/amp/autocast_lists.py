@@ -32,6 +32,9 @@ CPU = {
         "addbmm", "addmm", "baddbmm", "bmm", "mm", "matmul", "einsum", "linear",
         "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
         "conv_transpose3d", "prelu",
+        # nn.LSTM's recurrence, ember's own op: it stands for torch's CPU LSTM layer
+        # (mkldnn_rnn_layer), a lower-precision op
+        "_lstm_layer",
     )),
     "fp32": frozenset((
         "prod", "trace", "polar", "view_as_complex",
@@ -67,6 +70,7 @@ CUDA = {
         "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
         "conv_transpose3d", "prelu",
         "_fused_attention",  # F.scaled_dot_product_attention's fused kernel (torch: lower)
+        "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell",
     )),
     "fp32": frozenset((
         "acos", "asin", "cosh", "sinh", "tan", "erfinv", "exp", "expm1", "log", "log10", "log1p",
@@ -78,6 +82,9 @@ CUDA = {
         "_fused_rms_norm",  # F.rms_norm
         "_index_map", "_separable_map",  # F.interpolate (torch's upsample_* kernels)
         "nll_loss_nd",
+        # nn.LSTM's recurrence, ember's own op: torch's CUDA LSTM (cuDNN's) has no autocast
+        # kernel and runs in its input's float32
+        "_lstm_layer",
     )),
     "promote": frozenset(("addcdiv", "addcmul", "atan2", "dot", "vdot", "index_put",
                           "scatter_add")),

@@ -407,8 +407,9 @@ def record(op, args, kwargs, inputs, outs) -> None:
         olist = outs
         node.n_out = len(olist)
         meta = []
+        nondiff = op.nondiff_outputs
         for k, o in enumerate(olist):
-            if o is not None and o._dtype.kind in "fc":
+            if o is not None and o._dtype.kind in "fc" and k not in nondiff:
                 o.grad_fn, o._out_idx = node, k
                 meta.append((o.shape, o._dtype))
             else:

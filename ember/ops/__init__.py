@@ -11,13 +11,13 @@ from .registry import OPS, OpDef, op  # noqa: F401
 from . import (creation, pointwise, binary, powers, complex, reduction, scans,  # noqa: F401
                sorting, shape, strided, joining, padding, indexing, index_ops, linalg,
                linalg_struct, linalg_einsum, linalg_decomp, linalg_norm, random, activations,
-               losses, normalization, nn_ops, conv, attention)
+               losses, normalization, nn_ops, conv, attention, rnn_cells, rnn_layers)
 from .bind import bind_namespace as _bind
 
 FAMILIES = (creation, pointwise, binary, complex, reduction, scans, sorting, shape, strided,
             joining, padding, indexing, index_ops, linalg, linalg_struct, linalg_einsum,
             linalg_decomp, linalg_norm, random, activations, losses, normalization, nn_ops, conv,
-            attention)
+            attention, rnn_cells, rnn_layers)
 
 
 def bind_namespace(ns: dict) -> None:

@@ -87,8 +87,11 @@ class OpDef:
                  save_output=False, differentiable=True, method=True, function=True,
                  inplace=False, out=True, upcast_half=False, returns=None, meta=None,
                  decomposition=None, view=False, grad_name=None, out_dtype=None,
-                 out_exact=False):
+                 out_exact=False, nondiff_outputs=()):
         self.name = name
+        # nondiff_outputs: outputs with no gradient (PyTorch's ``output_differentiability``):
+        # no grad_fn, and the backward rule receives None for them rather than zeros
+        self.nondiff_outputs = frozenset(nondiff_outputs)
         # out_exact: an out= tensor must have the result's dtype (PyTorch's matmul, max.dim...);
         # True, or the op's own message rule (see ``out_dtype_message``)
         self.out_exact = out_exact

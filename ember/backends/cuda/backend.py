@@ -7,8 +7,8 @@ dispatcher (correct, not fast), and one that is handed GPU arrays raises a clear
 ember's own kernels: generated Triton pointwise kernels (pointwise.py), Triton row kernels
 (rows.py: softmax family, layer and RMS norm), reductions (reductions.py: sums, means,
 extrema with indices, variances), batch norm (channels.py), 2-D pooling (pool.py), fused
-attention (attention.py), fused
-optimizer steps (optim.py), products through its cuBLAS binding (blas.py), and Philox
+attention (attention.py), fused optimizer steps (optim.py), fused LSTM / GRU cells
+(rnn_cells.py), products through its cuBLAS binding (blas.py), and Philox
 streams held on the device for the sampling ops (philox.py, random_ops.py). The data-dependent
 argument checks (indices in bounds, targets, probabilities) run on the device, their failures
 raised at the next synchronising call (checks.py). Every kernel and copy queues on the current
@@ -216,10 +216,12 @@ if BACKEND is not None and triton_installed():  # ember's Triton kernels as over
     from .channels import register as _register_channels
     from .pool import register as _register_pool
     from .reductions import register as _register_reductions
+    from .rnn_cells import register as _register_cells
     _register_rows(BACKEND)
     _register_channels(BACKEND)  # batch norm (channels.py), after the rows' _norm_backward
     _register_pool(BACKEND)  # 2-D max / average / adaptive average pooling (pool.py)
     _register_reductions(BACKEND)  # sum, mean, amax, max.dim, argmax, var, ... (reductions.py)
     _register_steps(BACKEND)  # fused Adam / SGD steps (optim.py)
+    _register_cells(BACKEND)  # fused LSTM / GRU cells (rnn_cells.py)
     BACKEND.override("_to_copy", "kernel",  # dtype conversions: one generated kernel
                      lambda a, dtype: compiled_cast(BACKEND.xp, a, dtype))

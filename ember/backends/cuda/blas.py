@@ -193,3 +193,39 @@ def _gemm(a, b, c, m, n, k, count, beta=0) -> None:
 
 
 matmul.widens_half = True  # float16/bfloat16 accumulate in float32 and round once (linalg.py)
+
+
+def gemm_launcher(a, b, c, beta: int = 0):
+    """``go(a_ptr, b_ptr, c_ptr)``: ``c = a @ b`` (``+ c`` when ``beta``) for 2-D operands laid
+    out as these examples (shapes, strides, dtype; ``c`` C-contiguous) at other addresses, on
+    the current stream: ``matmul``'s argument work done once, for a loop of many small
+    products (a recurrent layer's steps). None where an operand would need a copy or the dtype
+    is not cuBLAS's."""
+    cp = cupy()
+    if a.dtype != b.dtype or a.dtype != c.dtype or a.dtype not in TYPES or a.ndim != 2 or \
+            b.ndim != 2 or c.shape != (a.shape[0], b.shape[1]) or not c.flags.c_contiguous:
+        return None
+    m, k = a.shape
+    n = b.shape[1]
+    a2, ta, lda, _ = _as_gemm_operand(a)
+    b2, tb, ldb, _ = _as_gemm_operand(b)
+    if a2 is not a or b2 is not b or not (m and n and k):
+        return None
+    dtype_id, compute, scalar = TYPES[a.dtype]
+    if compute == COMPUTE_32F and a.dtype == np.float32 and settings.allow_tf32():
+        compute = COMPUTE_32F_FAST_TF32
+    one, c_scale = scalar(1), scalar(beta)
+    hd, lib = handle(cp.cuda.runtime.getDevice()), library()
+    _check(lib.cublasSetStream_v2(hd, cp.cuda.get_current_stream().ptr), "cublasSetStream")
+    fn, op_b, op_a = lib.cublasGemmStridedBatchedEx, OP_T if tb else OP_N, OP_T if ta else OP_N
+    p_one, p_beta = ctypes.byref(one), ctypes.byref(c_scale)
+
+    def go(a_ptr: int, b_ptr: int, c_ptr: int) -> None:
+        status = fn(hd, op_b, op_a, n, m, k, p_one, b_ptr, dtype_id, ldb, 0, a_ptr, dtype_id,
+                    lda, 0, p_beta, c_ptr, dtype_id, n, m * n, 1, compute, GEMM_DEFAULT)
+        if status:
+            _check(status, f"cublasGemmStridedBatchedEx(handle, {n}, {m}, {k}, {a.dtype})")
+    # the operands' keep-alive is the caller's: only addresses are held here
+    go.keep = (one, c_scale)
+    return go
+

@@ -295,6 +295,33 @@ def launch(kernel, grid: tuple, args, stream: int | None = None, *, num_warps: i
         *[a.ptr if type(a) is Pointer else a for a in args], *tail)
 
 
+def prepare(kernel, grid: tuple, args, *, num_warps: int | None = None,
+            num_stages: int | None = None, enable_fp_fusion: bool | None = None, **constexprs):
+    """``go(stream, *args)``: ``kernel`` compiled for the signature of ``args`` (as
+    ``launch`` takes them), launched over ``grid`` with runtime arguments whose pointers are
+    plain int addresses. For a loop of launches that differ only in addresses: the caller
+    keeps every launch in the signature it was prepared for (each pointer's 16-byte alignment
+    no better than the example's; the same integers). None under the interpreter."""
+    if interpreting():
+        return None
+    from .runtime import cupy
+    device = cupy().cuda.runtime.getDevice()
+    key = (kernel, device, _signature(args), tuple(constexprs.items()), num_warps, num_stages,
+           enable_fp_fusion)
+    hit = _LAUNCHERS.get(key)
+    if hit is None:
+        options = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages),
+                                     ("enable_fp_fusion", enable_fp_fusion)) if v is not None}
+        hit = _LAUNCHERS[key] = _compile(kernel, device, grid, args, constexprs, options)
+    run, function, metadata, tail = hit
+    g = tuple(grid) + (1, 1)
+    g0, g1, g2 = g[0], g[1], g[2]
+
+    def go(stream: int, *a) -> None:
+        run(g0, g1, g2, stream, function, metadata, None, None, None, *a, *tail)
+    return go
+
+
 @functools.cache
 def _patch_interpreter() -> None:
     """Triton 3.6's interpreter keeps bfloat16 blocks as their uint16 bits and multiplies those

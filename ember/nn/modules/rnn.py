@@ -5,9 +5,13 @@ Parameter names and shapes are PyTorch's (``weight_ih_l{k}[_reverse]``, ``weight
 in PyTorch's order: LSTM i, f, g, o; GRU r, z, n), so state dicts interchange.
 
 Speed: each layer and direction projects the whole input sequence with one matmul (the
-hidden bias folded in where the gate math allows), then a Python loop over time does one
-matmul per step and the gate math in a handful of whole-batch ops. Everything is ember ops,
-so gradients of any order come from the op table.
+hidden bias folded in where the gate math allows). An LSTM without projections then runs the
+recurrence as one op, ``_lstm_layer`` (ops/rnn_layers.py: per step one product and one fused
+cell kernel on CUDA, forward and backward, and no autograd node per step). GRU and projected
+LSTM loop over time in Python: one matmul per step and the gate math as one fused cell op
+(``_thnn_fused_lstm_cell`` / ``_thnn_fused_gru_cell``, ops/rnn_cells.py); RNN's steps are an
+addmm and its activation. Everything is ember ops, so gradients of any order come from the
+op table.
 """
 
 from __future__ import annotations
@@ -26,23 +30,16 @@ _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
 
 # ---------------------------------------------------------------------- one time step
-def _lstm_gates(gates: Tensor, c: Tensor, hidden: int) -> tuple[Tensor, Tensor]:
-    """New (h, c) from the pre-activation gates (B, 4H) = x W_ih^T + h W_hh^T + biases."""
-    from ...ops.binary import addcmul
-    i, f, _, o = gates.sigmoid().chunk(4, 1)  # one sigmoid pass; g's slice is unused
-    g = gates.narrow(1, 2 * hidden, hidden).tanh()
-    c = addcmul(f * c, i, g)
-    return o * c.tanh(), c
-
-
-def _gru_gates(x_rz: Tensor, x_n: Tensor, h_proj: Tensor, h: Tensor, hidden: int) -> Tensor:
-    """New h from the input projections (r|z part and n part, input biases included) and
-    h_proj = h W_hh^T + b_hh; the n gate sees r * (W_hn h + b_hn), as in PyTorch."""
-    from ...ops.binary import addcmul
-    h_rz, h_n = h_proj.split([2 * hidden, hidden], 1)
-    r, z = (x_rz + h_rz).sigmoid().chunk(2, 1)
-    n = addcmul(x_n, r, h_n).tanh()
-    return addcmul(n, z, h - n)  # (1 - z) * n + z * h
+def _same_dtype(*tensors):
+    """The tensors in their promoted dtype where they differ (autocast gives a step's
+    products a lower precision than the carried state; the fused cells take one dtype)."""
+    dt = tensors[0].dtype
+    if all(t.dtype == dt for t in tensors):
+        return tensors
+    from ..._dtype import promote_types
+    for t in tensors[1:]:
+        dt = promote_types(dt, t.dtype)
+    return tuple(t.to(dt) for t in tensors)
 
 
 def _simple_act(mode: str):
@@ -221,32 +218,37 @@ class RNNBase(Module):
                    reverse: bool):
         """One layer in one direction over (T, B, I); returns (outputs (T, B, H), h, c)."""
         from ...ops.joining import stack
-        from ...ops.linalg import addmm
+        from ...ops.linalg import addmm, mm
+        from ...ops.rnn_cells import _thnn_fused_gru_cell, _thnn_fused_lstm_cell
+        from ...ops.rnn_layers import _lstm_layer
         params = [getattr(self, n) for n in names]
         w_ih, w_hh = params[0], params[1]
         b_ih, b_hh = (params[2], params[3]) if self.bias else (None, None)
         w_hr = params[-1] if self.proj_size > 0 else None
-        hidden = self.hidden_size
         steps = range(x.size(0) - 1, -1, -1) if reverse else range(x.size(0))
         outs: list = [None] * x.size(0)
         w_hh_t = w_hh.t()
         if self.mode == "GRU":
-            # b_hh's n part must stay inside r * (W_hn h + b_hn): keep b_hh in the step
-            x_rz, x_n = F.linear(x, w_ih, b_ih).split([2 * hidden, hidden], 2)
-            x_rz, x_n = x_rz.unbind(0), x_n.unbind(0)
+            # the n gate sees r * (W_hn h + b_hn): b_hh stays in the step's product
+            xs = F.linear(x, w_ih, b_ih).unbind(0)
+            cell = _thnn_fused_gru_cell
             for t in steps:
-                h_proj = F.linear(h, w_hh, b_hh)
-                h = _gru_gates(x_rz[t], x_n[t], h_proj, h, hidden)
+                hg = mm(h, w_hh_t) if b_hh is None else addmm(b_hh, h, w_hh_t)
+                h = cell(*_same_dtype(xs[t], hg, h))[0]
                 outs[t] = h
             return stack(outs), h, None
         bias = None if b_ih is None else b_ih + b_hh
+        if self.mode == "LSTM" and w_hr is None:
+            # the whole recurrence as one op (ops/rnn_layers.py)
+            out, h, c, _, _ = _lstm_layer(F.linear(x, w_ih, bias), h, c, w_hh, reverse)
+            return out, h, c
         xs = F.linear(x, w_ih, bias).unbind(0)
-        if self.mode == "LSTM":
-            w_hr_t = None if w_hr is None else w_hr.t()
+        if self.mode == "LSTM":  # with projections: one fused cell op per step
+            cell = _thnn_fused_lstm_cell
+            w_hr_t = w_hr.t()
             for t in steps:
-                h, c = _lstm_gates(addmm(xs[t], h, w_hh_t), c, hidden)
-                if w_hr_t is not None:
-                    h = h.matmul(w_hr_t)
+                h, c, _ = cell(*_same_dtype(xs[t], mm(h, w_hh_t), c))
+                h = mm(h, w_hr_t)
                 outs[t] = h
             return stack(outs), h, c
         act = _simple_act(self.mode)
@@ -472,8 +474,14 @@ class LSTMCell(RNNCellBase):
                                      f"{s.dim()}D instead")
         input, (h, c), batched = self._prepare("LSTMCell", input,
                                                [None, None] if hx is None else list(hx))
-        xg, hg = self._gates(input, h)
-        h, c = _lstm_gates(xg + hg, c, self.hidden_size)
+        from ...ops.rnn_cells import _thnn_fused_lstm_cell
+        xg = F.linear(input, self.weight_ih)
+        hg = F.linear(h, self.weight_hh)
+        xg, hg, c = _same_dtype(xg, hg, c)
+        b_ih, b_hh = self.bias_ih, self.bias_hh
+        if b_ih is not None and b_ih.dtype != xg.dtype:
+            b_ih, b_hh = b_ih.to(xg.dtype), b_hh.to(xg.dtype)
+        h, c, _ = _thnn_fused_lstm_cell(xg, hg, c, b_ih, b_hh)
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
 
 
@@ -490,8 +498,12 @@ class GRUCell(RNNCellBase):
             raise ValueError(f"GRUCell: Expected hidden to be 1D or 2D, got {hx.dim()}D "
                              "instead")
         input, (h,), batched = self._prepare("GRUCell", input, [hx])
-        xg, hg = self._gates(input, h)
-        hs = self.hidden_size
-        x_rz, x_n = xg.split([2 * hs, hs], 1)
-        h = _gru_gates(x_rz, x_n, hg, h, hs)
+        from ...ops.rnn_cells import _thnn_fused_gru_cell
+        xg = F.linear(input, self.weight_ih)
+        hg = F.linear(h, self.weight_hh)
+        xg, hg, h = _same_dtype(xg, hg, h)
+        b_ih, b_hh = self.bias_ih, self.bias_hh
+        if b_ih is not None and b_ih.dtype != xg.dtype:
+            b_ih, b_hh = b_ih.to(xg.dtype), b_hh.to(xg.dtype)
+        h = _thnn_fused_gru_cell(xg, hg, h, b_ih, b_hh)[0]
         return h if batched else h.squeeze(0)
