@@ -98,9 +98,11 @@ def _as_gemm_operand(a):
     rows, cols = a.shape[-2:]
     s_row, s_col = a.strides[-2:]
     batch = a.shape[:-2]
-    if s_col == item and (s_row == cols * item or rows == 1):
+    # a dimension of size 1 may have any stride (numpy and CuPy call such arrays contiguous
+    # whatever it is, so a copy would not change it)
+    if (s_col == item or cols == 1) and (s_row == cols * item or rows == 1):
         trans, ld = False, max(cols, 1)
-    elif s_row == item and (s_col == rows * item or cols == 1):
+    elif (s_row == item or rows == 1) and (s_col == rows * item or cols == 1):
         trans, ld = True, max(rows, 1)
     else:
         a = cupy().ascontiguousarray(a)

@@ -139,7 +139,8 @@ def library() -> ctypes.CDLL:
 
 _handles: dict[int, tuple] = {}
 _plans: dict[tuple, object] = {}
-_lock = threading.Lock()
+_lock = threading.Lock()        # handles
+_plan_lock = threading.Lock()   # plans (making one takes _lock for the handle)
 
 
 def handle(device: int) -> tuple:
@@ -215,7 +216,7 @@ def plan(device: int, dtype, compute: int, m: int, n: int, k: int, count: int,
     p = _plans.get(key, False)
     if p is not False:
         return p
-    with _lock:
+    with _plan_lock:
         p = _plans.get(key, False)
         if p is False:
             p = _plans[key] = _make_plan(device, dtype, compute, m, n, k, count, a_op, b_op,
