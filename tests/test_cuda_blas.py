@@ -306,10 +306,12 @@ def test_bf16_linear_with_bias_epilogue_in_a_cuda_graph():
         graph = stream.end_capture()
     assert _stats()["lt_bias"] == before["lt_bias"] + 1
     out.fill(0)
+    cp.cuda.Device().synchronize()  # the fill (current stream) before the replay (stream)
     graph.launch(stream)
     stream.synchronize()
     _close_cp(out, torch.nn.functional.linear(tx, tw, tbias), "bfloat16")
     bias *= 2
+    cp.cuda.Device().synchronize()
     graph.launch(stream)
     stream.synchronize()
     _close_cp(out, torch.nn.functional.linear(tx, tw, 2 * tbias), "bfloat16")
