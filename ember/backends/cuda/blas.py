@@ -2,10 +2,11 @@
 
 CuPy 14's matmul refuses stream capture (its cuBLAS wrapper checks), crashes on batched
 bfloat16 and computes batched float16 in float32 (reference/gpu-stack.md, section 3.1). Here
-one cuBLAS handle per device, with a preset workspace (so cuBLAS allocates nothing inside a
-captured CUDA graph), runs ``cublasGemmStridedBatchedEx`` on the caller's current stream for
-float16, bfloat16, float32 and float64 operands of one dtype; other dtypes (integers, complex,
-mixed) go to CuPy.
+float16, bfloat16, float32 and float64 operands of one dtype run on the caller's current
+stream through cuBLASLt (blas_lt.py: heuristically chosen kernels, a row-vector bias added in
+the GEMM's epilogue), or, where cuBLASLt offers no algorithm, through one cuBLAS handle per
+device running ``cublasGemmStridedBatchedEx``; both have preset workspaces, so nothing
+allocates inside a captured CUDA graph. Other dtypes (integers, complex, mixed) go to CuPy.
 
 Row-major products map onto column-major cuBLAS as ``C^T = B^T A^T``: a C-contiguous matrix
 is its transpose in column-major order, and a transposed view of one (``x.mT`` of a contiguous
@@ -22,11 +23,11 @@ import threading
 import ml_dtypes
 import numpy as np
 
-from . import settings
+from . import blas_lt, settings
+from .blas_lt import COMPUTE_32F, COMPUTE_32F_FAST_TF32, COMPUTE_64F, OP_N, OP_T
+from .blas_lt import check as _check
 from .runtime import cupy
 
-OP_N, OP_T = 0, 1
-COMPUTE_32F, COMPUTE_32F_FAST_TF32, COMPUTE_64F = 68, 77, 70
 GEMM_DEFAULT = -1
 # numpy dtype -> (cudaDataType, compute type, ctypes scalar of alpha and beta)
 TYPES = {
@@ -36,10 +37,6 @@ TYPES = {
     np.dtype(np.float64): (1, COMPUTE_64F, ctypes.c_double),
 }
 WORKSPACE_BYTES = 32 << 20
-STATUS = {1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED",
-          7: "CUBLAS_STATUS_INVALID_VALUE", 8: "CUBLAS_STATUS_ARCH_MISMATCH",
-          11: "CUBLAS_STATUS_MAPPING_ERROR", 13: "CUBLAS_STATUS_EXECUTION_FAILED",
-          14: "CUBLAS_STATUS_INTERNAL_ERROR", 15: "CUBLAS_STATUS_NOT_SUPPORTED"}
 
 
 @functools.cache
@@ -72,11 +69,6 @@ def library() -> ctypes.CDLL:
     return lib
 
 
-def _check(status: int, call: str) -> None:
-    if status:
-        raise RuntimeError(f"CUDA error: {STATUS.get(status, status)} when calling `{call}`")
-
-
 _handles: dict[int, tuple] = {}
 _lock = threading.Lock()
 
@@ -106,9 +98,11 @@ def _as_gemm_operand(a):
     rows, cols = a.shape[-2:]
     s_row, s_col = a.strides[-2:]
     batch = a.shape[:-2]
-    if s_col == item and (s_row == cols * item or rows == 1):
+    # a dimension of size 1 may have any stride (numpy and CuPy call such arrays contiguous
+    # whatever it is, so a copy would not change it)
+    if (s_col == item or cols == 1) and (s_row == cols * item or rows == 1):
         trans, ld = False, max(cols, 1)
-    elif s_row == item and (s_col == rows * item or cols == 1):
+    elif (s_row == item or rows == 1) and (s_col == rows * item or cols == 1):
         trans, ld = True, max(rows, 1)
     else:
         a = cupy().ascontiguousarray(a)
@@ -155,16 +149,17 @@ def matmul(a, b, out=None, bias=None):
         count *= s
     if out is None:
         out = cp.empty(shape, a.dtype)
-    if bias is not None:
+    if count and m and n and k:
+        ga = _as_gemm_operand(cp.broadcast_to(a, (*batch, m, k)))
+        gb = _as_gemm_operand(cp.broadcast_to(b, (*batch, k, n)))
+        if not _lt_product(ga, gb, out, m, n, k, count, bias):
+            if bias is not None:
+                out[...] = bias
+            _gemm(ga, gb, out, m, n, k, count, beta=0 if bias is None else 1)
+    elif bias is not None:
         out[...] = bias
-    if count and m and n:
-        if k == 0:
-            if bias is None:
-                out.fill(0)
-        else:
-            a = cp.broadcast_to(a, (*batch, m, k))
-            b = cp.broadcast_to(b, (*batch, k, n))
-            _gemm(a, b, out, m, n, k, count, beta=0 if bias is None else 1)
+    elif count and m and n:  # k == 0: an empty sum
+        out.fill(0)
     if vec_a:
         out = out[..., 0, :]
     if vec_b:
@@ -172,13 +167,69 @@ def matmul(a, b, out=None, bias=None):
     return out
 
 
-def _gemm(a, b, c, m, n, k, count, beta=0) -> None:
-    cp = cupy()
-    a, ta, lda, sa = _as_gemm_operand(a)
-    b, tb, ldb, sb = _as_gemm_operand(b)
-    dtype_id, compute, scalar = TYPES[a.dtype]
-    if compute == COMPUTE_32F and a.dtype == np.float32 and settings.allow_tf32():
+def _compute_type(dtype) -> int:
+    compute = TYPES[dtype][1]
+    if compute == COMPUTE_32F and dtype == np.float32 and settings.allow_tf32():
         compute = COMPUTE_32F_FAST_TF32
+    return compute
+
+
+def _bias_vector(bias, out):
+    """The bias as a packed row of ``n`` values broadcast over the result's rows (and batch),
+    the case cuBLASLt adds in its epilogue; else None."""
+    if bias is None or bias.dtype != out.dtype:
+        return None
+    bias = cupy().broadcast_to(bias, out.shape)
+    if any(s != 0 and d != 1 for s, d in zip(bias.strides[:-1], bias.shape[:-1])):
+        return None
+    if bias.strides[-1] != bias.itemsize and bias.shape[-1] != 1:
+        return None
+    return bias
+
+
+def _lt_product(ga, gb, out, m, n, k, count, bias) -> bool:
+    """The product through cuBLASLt (blas_lt.py), the bias in its epilogue where it is a row
+    vector; False (nothing written) where cuBLASLt has no algorithm for it."""
+    if not out.flags.c_contiguous:
+        return False
+    cp = cupy()
+    a, ta, lda, sa = ga
+    b, tb, ldb, sb = gb
+    if count > 1 and sb == 0 and not ta and sa == m * lda:
+        # one b for a batch of row-major a's whose rows follow one another: one tall product
+        m, count, sa = m * count, 1, 0
+    dtype, compute = out.dtype, _compute_type(out.dtype)
+    device = cp.cuda.runtime.getDevice()
+    a_op, b_op = (a.data.ptr, ta, lda, sa), (b.data.ptr, tb, ldb, sb)
+    vec = _bias_vector(bias, out)
+    p = None
+    if vec is not None:
+        p = blas_lt.plan(device, dtype, compute, m, n, k, count, a_op, b_op, out.data.ptr,
+                         vec.data.ptr)
+    beta = 0
+    if p is None:
+        vec = None
+        p = blas_lt.plan(device, dtype, compute, m, n, k, count, a_op, b_op, out.data.ptr, None)
+        if p is None:
+            return False
+        if bias is not None:
+            out[...] = bias
+            beta = 1
+    blas_lt.run(p, device, a.data.ptr, b.data.ptr, out.data.ptr, beta,
+                None if vec is None else vec.data.ptr, cp.cuda.get_current_stream().ptr,
+                f"handle, {'T' if tb else 'N'}, {'T' if ta else 'N'}, n={n}, m={m}, k={k}, "
+                f"batch {count}, {dtype}{', bias epilogue' if vec is not None else ''}")
+    return True
+
+
+def _gemm(ga, gb, c, m, n, k, count, beta=0) -> None:
+    """The product by ``cublasGemmStridedBatchedEx`` (where cuBLASLt has no algorithm; also
+    the reference the Lt path was checked against)."""
+    cp = cupy()
+    a, ta, lda, sa = ga
+    b, tb, ldb, sb = gb
+    dtype_id, _, scalar = TYPES[a.dtype]
+    compute = _compute_type(a.dtype)
     one, c_scale = scalar(1), scalar(beta)
     device = cp.cuda.runtime.getDevice()
     hd, lib = handle(device), library()
@@ -190,6 +241,7 @@ def _gemm(a, b, c, m, n, k, count, beta=0) -> None:
         c.data.ptr, dtype_id, n, m * n, count, compute, GEMM_DEFAULT),
         f"cublasGemmStridedBatchedEx(handle, {'T' if tb else 'N'}, {'T' if ta else 'N'}, "
         f"{n}, {m}, {k}, ..., batch {count}, {a.dtype})")
+    blas_lt.STATS["gemm_ex"] += 1
 
 
 matmul.widens_half = True  # float16/bfloat16 accumulate in float32 and round once (linalg.py)
