@@ -1,26 +1,28 @@
-"""What each op of the OpInfo table reads back from the GPU: run with the CUDA runtime call
-counter preloaded (tests/cuda_traffic.c; ``test_cuda_checks.test_op_table_reads``
-builds it and runs this file in a child process), it calls every op of test_opdb.py's
-ENTRIES on OpInfo's CUDA samples (float32 and int64, two samples each) and counts, around the
-op call alone (inputs made and the device drained first, the output left unread):
+"""What each op of the OpInfo table reads back from the GPU, by ember's own counters
+(``test_cuda_checks.test_op_table_reads`` runs this file in a child process): it calls every
+op of test_opdb.py's ENTRIES on OpInfo's CUDA samples (float32 and int64, two samples each)
+and counts, around the op call alone (inputs made and the device drained first, the output
+left unread):
 
-    d2h     device-to-host copies the CUDA runtime saw (any caller: ember, CuPy)
-    syncs   stream / device / event synchronisations the runtime saw
+    d2h     device-to-host copies through the CUDA backend (``checks.STATS``: ``to_host``,
+            which item, tolist, .cpu() and printing use)
+    syncs   waits for the device through the backend (``synchronize``, ``to_host``)
     host    results a kernel returned as host values (numpy-only kernels on data read back:
             ember.ops.registry.HOST_RESULTS)
 
 and prints one JSON object: op id -> [d2h, syncs, host] summed over its samples (ops with all
 three zero left out), plus "_errors": op id -> the first error (ops that do not run on CUDA).
+Reads that CuPy makes inside its own calls (``bool()`` or ``int()`` of a device array) are not
+seen: a preloaded counter of CUDA runtime calls sees none of CuPy 14's either (its runtime
+reaches the driver through cuGetProcAddress), which would take CUPTI.
 
-Usage: LD_PRELOAD=<built cuda_traffic.so> python cuda_op_traffic.py <the .so>
+Usage: python cuda_op_traffic.py
 """
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import json
-import sys
 
 import torch
 
@@ -32,13 +34,12 @@ DTYPES = (torch.float32, torch.int64)
 SAMPLES = 2
 
 
-def main(so: str) -> dict:
-    counter = ctypes.CDLL(so).ember_cuda_traffic
-    counter.restype = ctypes.POINTER(ctypes.c_long)
+def main() -> dict:
+    from ember.backends.cuda import checks
 
     def now():
-        c = counter()
-        return c[2] + c[8], c[5] + c[6] + c[7], sum(registry.HOST_RESULTS.values())
+        c = checks.STATS
+        return c["d2h"], c["syncs"], sum(registry.HOST_RESULTS.values())
 
     reads, errors = {}, {}
     for name, o, fn in ENTRIES:
@@ -80,4 +81,4 @@ def main(so: str) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1]), sort_keys=True))
+    print(json.dumps(main(), sort_keys=True))

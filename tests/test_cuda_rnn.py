@@ -27,10 +27,13 @@ aten = torch.ops.aten
 def ieee_torch():
     """torch's cuDNN RNNs and products in IEEE float32, as ember computes them (cuDNN would
     use TF32 by default)."""
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    # (torch's test utilities, which other files import, freeze cuDNN's global flags: the
+    # context manager is what they leave open)
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        yield
+    torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 @pytest.fixture

@@ -176,8 +176,9 @@ def test_record_stream_keeps_a_block_until_the_stream_is_done():
     y = ember.empty(n, device="cuda")
     assert y.data_ptr() == ptr  # the pool reuses a block freed without a claim
     s = ember.cuda.Stream()
+    (y * 2).sum()  # kernels compiled first: the spin must outlast the host's work
     with ember.cuda.stream(s):
-        spin(80)
+        spin(300)
         z = y * 2  # reads y's block on s, after the spin
     y.record_stream(s)
     del y
@@ -291,8 +292,11 @@ def test_pinned_memory_and_asynchronous_copies():
               ember.tensor([1.0, 2.0], pin_memory=True)):
         assert t.is_pinned() and t.device == ember.device("cpu")
     s = ember.cuda.Stream()
+    p.to("cuda", non_blocking=True)  # first-use costs paid before the spin
+    spin(1)
+    ember.cuda.synchronize()
     with ember.cuda.stream(s):
-        spin(40)
+        spin(300)
         g = p.to("cuda", non_blocking=True)  # queued on s, behind the spin
         assert not s.query()
     s.synchronize()

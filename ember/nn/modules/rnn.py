@@ -261,7 +261,7 @@ class RNNBase(Module):
         from ...ops.creation import zeros
         batch = input.size(0) if self.batch_first else input.size(1)
         return zeros((self.num_layers * (2 if self.bidirectional else 1), batch, size),
-                     dtype=input.dtype)
+                     dtype=input.dtype, device=input.device)
 
     def _forward_single_state(self, input: Tensor, hx: Tensor | None, name: str,
                               tensor_word: str):
