@@ -267,6 +267,10 @@ READS_BY_DESIGN = {
     "nonzero", "nonzero_static", "argwhere", "masked_select", "unique", "unique_consecutive",
     "bincount", "histc", "repeat_interleave", "nn.functional.one_hot", "__getitem__",
     "index_put", "masked_scatter", "combinations", "nn.functional.embedding_bag",
+    # tensor endpoints become the Python numbers the steps are computed from (PyTorch too)
+    "linspace.tensor_overload", "logspace.tensor_overload",
+    # PyTorch checks var >= 0 on the host too
+    "nn.functional.gaussian_nll_loss",
 }
 # op id -> why it still reads the device back though it need not (to fix)
 KNOWN_READS: dict[str, str] = {

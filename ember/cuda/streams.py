@@ -291,13 +291,14 @@ class Event:
 
     def elapsed_time(self, end_event: "Event") -> float:
         """Milliseconds from this event to ``end_event`` (both with timing enabled, recorded
-        and completed); ValueError otherwise, as torch.cuda.Event's (2.11)."""
+        and completed); ValueError or RuntimeError otherwise, as torch.cuda.Event's (2.11)."""
         if not (self.enable_timing and end_event.enable_timing):
             raise ValueError("Both events must be created with argument 'enable_timing=True'.")
         if self._e is None or end_event._e is None:
             raise ValueError("Both events must be recorded before calculating elapsed time.")
         if not (self._e.done and end_event._e.done):
-            raise ValueError("Both events must be completed before calculating elapsed time.")
+            raise RuntimeError("Both events must be completed before calculating elapsed "
+                               "time.")
         return _cp().cuda.get_elapsed_time(self._e, end_event._e)
 
     def __repr__(self):

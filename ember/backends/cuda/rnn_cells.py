@@ -191,9 +191,9 @@ def _mm_into(a, b, out, beta: int = 0) -> None:
             r = r + out
         out[...] = r
         return
-    from .blas import _gemm
+    from .blas import _as_gemm_operand, _gemm
     m, k = a.shape
-    _gemm(a, b, out, m, b.shape[1], k, 1, beta=beta)
+    _gemm(_as_gemm_operand(a), _as_gemm_operand(b), out, m, b.shape[1], k, 1, beta=beta)
 
 
 _HALF = frozenset((np.dtype(np.float16), np.dtype(D.bfloat16.np)))

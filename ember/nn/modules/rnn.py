@@ -415,7 +415,8 @@ class RNNCellBase(Module):
             input = input.unsqueeze(0)
         out = []
         for s in states:
-            s = (zeros((input.size(0), self.hidden_size), dtype=input.dtype) if s is None
+            s = (zeros((input.size(0), self.hidden_size), dtype=input.dtype,
+                       device=input.device) if s is None
                  else s if batched else s.unsqueeze(0))
             out.append(s)
         if input.size(1) != self.input_size:
