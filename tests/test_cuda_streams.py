@@ -308,8 +308,6 @@ def test_pinned_memory_and_asynchronous_copies():
     assert str(e.value) == str(t.value).replace("torch", "ember")
 
 
-@pytest.mark.xfail(strict=True, reason="a non_blocking copy from pinned memory still waits "
-                   "for the stream's earlier work before it returns (issue 14: remaining)")
 def test_a_non_blocking_copy_from_pinned_memory_returns_at_once():
     p = ember.arange(1 << 18, dtype=ember.float32).pin_memory()
     s = ember.cuda.Stream()
