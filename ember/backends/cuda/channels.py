@@ -19,7 +19,6 @@ parameter gradients, the input gradient).
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -36,12 +35,9 @@ BLOCK_P = 1024  # chunks one step of a per-channel combine reads
 STATS = {"launches": 0}
 
 
-@functools.cache
 def kernels():
-    """The Triton kernel module, imported on first use (``import ember`` loads no Triton)."""
-    adapter.triton()  # the version check
-    from . import channel_kernels
-    return channel_kernels
+    """The Triton kernel module (channel_kernels.py), imported at its first use."""
+    return adapter.kernel_module("channel_kernels")
 
 
 def _acc(f64: bool):
@@ -51,10 +47,7 @@ def _acc(f64: bool):
 
 def _launch(kernel, grid: int, arrays, scalars, num_warps: int = 4, **constexprs) -> None:
     STATS["launches"] += 1
-    if adapter.interpreting():
-        ptrs = list(arrays)
-    else:
-        ptrs = [adapter.Pointer(a.data.ptr, a.dtype) for a in arrays]
+    ptrs = adapter.pointers(arrays)
     adapter.launch(kernel, (grid,), ptrs + list(scalars), num_warps=num_warps, **constexprs)
 
 

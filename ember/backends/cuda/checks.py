@@ -24,7 +24,6 @@ that synchronises anyway) and ``checks`` (check kernels launched).
 
 from __future__ import annotations
 
-import functools
 import os
 
 import numpy as np
@@ -50,12 +49,9 @@ def sync_checks() -> bool:
     return os.environ.get("EMBER_CUDA_SYNC_CHECKS", "0") not in ("", "0")
 
 
-@functools.cache
 def kernels():
-    """The Triton kernel module, imported on first use (``import ember`` loads no Triton)."""
-    adapter.triton()  # the version check
-    from . import check_kernels
-    return check_kernels
+    """The Triton kernel module (check_kernels.py), imported at its first use."""
+    return adapter.kernel_module("check_kernels")
 
 
 def _code(op: str, template: str) -> int:

@@ -72,11 +72,7 @@ def compile(defn, xp):
         out = xp.empty(shape, out_dtype)
         if n:
             STATS["launches"] += 1
-            arrays = (out, *(a for a in operands if type(a) is array_type))
-            if adapter.interpreting():
-                args = list(arrays)
-            else:
-                args = [adapter.Pointer(a.data.ptr, a.dtype) for a in arrays]
+            args = adapter.pointers((out, *(a for a in operands if type(a) is array_type)))
             if passed:
                 args += [operands[i] for i in passed]
             adapter.launch(fn, grid, args + tail, BLOCK=BLOCK)

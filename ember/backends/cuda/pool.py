@@ -14,7 +14,6 @@ as the impl's. float16 / bfloat16 compute in float32.
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 
@@ -31,12 +30,9 @@ BLOCK = 256  # outputs per program
 STATS = {"launches": 0}
 
 
-@functools.cache
 def kernels():
-    """The Triton kernel module, imported on first use (``import ember`` loads no Triton)."""
-    adapter.triton()  # the version check
-    from . import pool_kernels
-    return pool_kernels
+    """The Triton kernel module (pool_kernels.py), imported at its first use."""
+    return adapter.kernel_module("pool_kernels")
 
 
 def _acc(dt):
@@ -46,10 +42,7 @@ def _acc(dt):
 
 def _launch(kernel, grid: int, arrays, scalars, num_warps: int = 4, **constexprs) -> None:
     STATS["launches"] += 1
-    if adapter.interpreting():
-        ptrs = list(arrays)
-    else:
-        ptrs = [adapter.Pointer(a.data.ptr, a.dtype) for a in arrays]
+    ptrs = adapter.pointers(arrays)
     adapter.launch(kernel, (grid,), ptrs + list(scalars), num_warps=num_warps, **constexprs)
 
 

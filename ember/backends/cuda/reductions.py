@@ -56,12 +56,9 @@ STATS = {"launches": 0}
 SUM, PROD, MAX, MIN, ARGMAX, ARGMIN, SQDEV = range(7)
 
 
-@functools.cache
 def kernels():
-    """The Triton kernel module, imported on first use (``import ember`` loads no Triton)."""
-    adapter.triton()  # the version check
-    from . import reduction_kernels
-    return reduction_kernels
+    """The Triton kernel module (reduction_kernels.py), imported at its first use."""
+    return adapter.kernel_module("reduction_kernels")
 
 
 @functools.cache
@@ -188,9 +185,7 @@ def _plan(outer: int, n: int, inner: int, si: int, f64: bool):
 
 def _launch(x, xi, mean, y, yi, scalars, grid: int, warps: int, **constexprs) -> None:
     STATS["launches"] += 1
-    arrays = [x, xi, mean, y, yi]
-    if not adapter.interpreting():
-        arrays = [adapter.Pointer(a.data.ptr, a.dtype) for a in arrays]
+    arrays = adapter.pointers([x, xi, mean, y, yi])
     adapter.launch(kernels().reduce, (grid,), arrays + list(scalars), num_warps=warps,
                    **constexprs)
 

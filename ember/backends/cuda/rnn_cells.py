@@ -14,7 +14,6 @@ float64.
 
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 
@@ -28,12 +27,9 @@ BLOCK = 512  # cells per program (256 in float64)
 STATS = {"launches": 0}
 
 
-@functools.cache
 def kernels():
-    """The Triton kernel module, imported on first use (``import ember`` loads no Triton)."""
-    adapter.triton()  # the version check
-    from . import rnn_cell_kernels
-    return rnn_cell_kernels
+    """The Triton kernel module (rnn_cell_kernels.py), imported at its first use."""
+    return adapter.kernel_module("rnn_cell_kernels")
 
 
 def _xp(a):
@@ -44,10 +40,7 @@ def _launch(kernel, n: int, arrays, scalars, f64: bool, **constexprs) -> None:
     """``kernel`` over the ``n`` cells, pointer arguments ``arrays`` then ``scalars``."""
     STATS["launches"] += 1
     block = BLOCK // 2 if f64 else BLOCK
-    if adapter.interpreting():
-        ptrs = list(arrays)
-    else:
-        ptrs = [adapter.Pointer(a.data.ptr, a.dtype) for a in arrays]
+    ptrs = adapter.pointers(arrays)
     tl = kernels().tl
     adapter.launch(kernel, (-(-n // block),), ptrs + list(scalars), num_warps=4,
                    ACC=tl.float64 if f64 else tl.float32, BLOCK=block, **constexprs)

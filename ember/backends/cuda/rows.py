@@ -33,12 +33,9 @@ TILE = 8192  # elements of one program's block (4096 in float64)
 STATS = {"launches": 0}
 
 
-@functools.cache
 def kernels():
-    """The Triton kernel module, imported on first use (``import ember`` loads no Triton)."""
-    adapter.triton()  # the version check
-    from . import row_kernels
-    return row_kernels
+    """The Triton kernel module (row_kernels.py), imported at its first use."""
+    return adapter.kernel_module("row_kernels")
 
 
 def _acc(f64: bool):
@@ -54,10 +51,7 @@ def _xp(a):
 def _launch(kernel, grid: int, arrays, scalars, num_warps: int, **constexprs) -> None:
     """``kernel`` over ``grid`` programs with pointer arguments ``arrays`` then ``scalars``."""
     STATS["launches"] += 1
-    if adapter.interpreting():
-        ptrs = list(arrays)
-    else:
-        ptrs = [adapter.Pointer(a.data.ptr, a.dtype) for a in arrays]
+    ptrs = adapter.pointers(arrays)
     adapter.launch(kernel, (grid,), ptrs + list(scalars), num_warps=num_warps, **constexprs)
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib
 import os
 import sys
 import threading
@@ -70,6 +71,14 @@ def jit(fn=None, **options):
     return triton().jit(fn, **options)
 
 
+@functools.cache
+def kernel_module(name: str):
+    """``ember.backends.cuda.<name>``, a module of ``@jit`` kernels, imported at its first use
+    after the version check (``import ember`` loads no Triton)."""
+    triton()
+    return importlib.import_module(f"{__package__}.{name}")
+
+
 # ------------------------------------------------------------------ arguments
 class Pointer:
     """A device address Triton takes as a pointer argument of element type ``dtype``."""
@@ -81,6 +90,14 @@ class Pointer:
 
     def data_ptr(self) -> int:
         return self.ptr
+
+
+def pointers(arrays) -> list:
+    """The pointer arguments of ``arrays``: ``Pointer(address, dtype)`` of CuPy's; under the
+    interpreter the (numpy) arrays themselves, which ``launch`` wraps."""
+    if interpreting():
+        return list(arrays)
+    return [Pointer(a.data.ptr, a.dtype) for a in arrays]
 
 
 class _HostStorage:
