@@ -26,7 +26,7 @@ import numpy as np
 from . import blas_lt, settings
 from .blas_lt import COMPUTE_32F, COMPUTE_32F_FAST_TF32, COMPUTE_64F, OP_N, OP_T
 from .blas_lt import check as _check
-from .runtime import cupy
+from .runtime import cupy, nvidia_library
 
 GEMM_DEFAULT = -1
 # numpy dtype -> (cudaDataType, compute type, ctypes scalar of alpha and beta)
@@ -42,21 +42,7 @@ WORKSPACE_BYTES = 32 << 20
 @functools.cache
 def library() -> ctypes.CDLL:
     """libcublas, as CuPy's CUDA wheels provide it."""
-    cupy()  # CuPy first: it finds and loads the CUDA libraries
-    try:
-        from cuda import pathfinder
-        lib = ctypes.CDLL(pathfinder.load_nvidia_dynamic_lib("cublas").abs_path)
-    except (ImportError, RuntimeError, OSError, AttributeError):
-        lib = None
-        for name in ("libcublas.so.13", "libcublas.so.12", "libcublas.so"):
-            try:
-                lib = ctypes.CDLL(name)
-                break
-            except OSError:
-                continue
-        if lib is None:
-            raise RuntimeError("ember's CUDA products need cuBLAS (libcublas), which was not "
-                               "found: install the CUDA toolkit or CuPy's CUDA wheels") from None
+    lib = nvidia_library("cublas", "ember's CUDA products")
     p, i, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
     lib.cublasCreate_v2.argtypes = [ctypes.POINTER(p)]
     lib.cublasSetStream_v2.argtypes = [p, p]

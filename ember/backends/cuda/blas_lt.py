@@ -25,7 +25,7 @@ import threading
 import ml_dtypes
 import numpy as np
 
-from .runtime import cupy
+from .runtime import cupy, nvidia_library
 
 # cublas_api.h: cublasOperation_t, cublasComputeType_t, cublasStatus_t
 OP_N, OP_T = 0, 1
@@ -117,22 +117,7 @@ def declare(lib) -> None:
 @functools.cache
 def library() -> ctypes.CDLL:
     """libcublasLt, as CuPy's CUDA wheels provide it."""
-    cupy()  # CuPy first: it finds and loads the CUDA libraries
-    try:
-        from cuda import pathfinder
-        lib = ctypes.CDLL(pathfinder.load_nvidia_dynamic_lib("cublasLt").abs_path)
-    except (ImportError, RuntimeError, OSError, AttributeError):
-        lib = None
-        for name in ("libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"):
-            try:
-                lib = ctypes.CDLL(name)
-                break
-            except OSError:
-                continue
-        if lib is None:
-            raise RuntimeError("ember's CUDA products need cuBLASLt (libcublasLt), which was "
-                               "not found: install the CUDA toolkit or CuPy's CUDA wheels"
-                               ) from None
+    lib = nvidia_library("cublasLt", "ember's CUDA products")
     declare(lib)
     return lib
 

@@ -84,3 +84,22 @@ def after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=after_fork_in_child)
+
+
+def nvidia_library(name: str, what: str):
+    """``lib<name>`` of the CUDA wheels (or the toolkit) as a ctypes library, loaded after
+    CuPy (which finds the CUDA libraries); RuntimeError naming ``what`` needs it where it is
+    missing."""
+    import ctypes
+    cupy()
+    try:
+        from cuda import pathfinder
+        return ctypes.CDLL(pathfinder.load_nvidia_dynamic_lib(name).abs_path)
+    except (ImportError, RuntimeError, OSError, AttributeError):
+        for soname in (f"lib{name}.so.13", f"lib{name}.so.12", f"lib{name}.so"):
+            try:
+                return ctypes.CDLL(soname)
+            except OSError:
+                continue
+    raise RuntimeError(f"{what} needs lib{name}, which was not found: install the CUDA toolkit "
+                       "or CuPy's CUDA wheels")
