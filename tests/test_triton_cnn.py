@@ -14,10 +14,8 @@ import pytest
 
 import ember
 import ember.nn.functional as EF
-from triton_util import INTERPRETED, compile_for_sm90
-from ember.backends import cpu
+from triton_util import INTERPRETED, compile_for_sm90, cpu_overrides
 from ember.backends.cuda import channels, pool
-from ember.ops.registry import OPS
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -272,20 +270,9 @@ def cpu_kernels():
     """The CPU backend's "kernel" overrides of these ops swapped for the Triton kernels
     (chained after an existing one, as the CUDA backend chains the row kernels'); the
     previous ones put back after. Returns how many of the kernels ran since."""
-    saved = {}
-    for mod in (channels, pool):
-        for name, fn in mod.OVERRIDES.items():
-            kernels = OPS[name]._kernel_overrides
-            saved[name] = prev = kernels.get(cpu.BACKEND)
-            kernels[cpu.BACKEND] = fn if prev is None else channels.chain(prev, fn)
-    before = channels.STATS["launches"], pool.STATS["launches"]
-    yield lambda: (channels.STATS["launches"] - before[0], pool.STATS["launches"] - before[1])
-    for name, fn in saved.items():
-        kernels = OPS[name]._kernel_overrides
-        if fn is None:
-            kernels.pop(cpu.BACKEND, None)
-        else:
-            kernels[cpu.BACKEND] = fn
+    with cpu_overrides(channels.OVERRIDES, channels.STATS, channels.chain) as bn, \
+            cpu_overrides(pool.OVERRIDES, pool.STATS, channels.chain) as pooled:
+        yield lambda: (bn(), pooled())
 
 
 def pair(shape, dtype="float64", seed=0, grad=True):

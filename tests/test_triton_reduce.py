@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import ember
-from triton_util import INTERPRETED, compile_for_sm90
+from triton_util import INTERPRETED, compile_for_sm90, cpu_overrides
 from ember.backends import cpu
 from ember.backends.cuda import reductions as R
 from ember.ops.registry import OPS
@@ -336,19 +336,8 @@ def test_zero_dim_and_declined_cases():
 def cpu_reduce():
     """The CPU backend's "kernel" overrides of the reductions swapped for the Triton ones
     (under the interpreter, on numpy arrays); the previous ones put back after."""
-    saved = {}
-    for name, fn in R.OVERRIDES.items():
-        kernels = OPS[name]._kernel_overrides
-        saved[name] = kernels.get(cpu.BACKEND)
-        kernels[cpu.BACKEND] = fn
-    before = R.STATS["launches"]
-    yield lambda: R.STATS["launches"] - before
-    for name, fn in saved.items():
-        kernels = OPS[name]._kernel_overrides
-        if fn is None:
-            kernels.pop(cpu.BACKEND, None)
-        else:
-            kernels[cpu.BACKEND] = fn
+    with cpu_overrides(R.OVERRIDES, R.STATS) as launched:
+        yield launched
 
 
 def pair(shape, dtype, seed=0):

@@ -14,7 +14,7 @@ import pytest
 
 import ember
 from test_rnn_cells import data, inputs, ref_gru, ref_lstm
-from triton_util import INTERPRETED, compile_for_sm90
+from triton_util import INTERPRETED, compile_for_sm90, cpu_overrides
 from ember.backends import cpu
 from ember.backends.cuda import rnn_cells
 from ember.ops.registry import OPS
@@ -169,19 +169,8 @@ def test_lstm_layer_wrappers_match_the_impl(dtype, reverse, blocks):
 def cpu_cells():
     """The CPU backend's "kernel" overrides of the cell ops set to the Triton kernels (under
     the interpreter, on numpy arrays); put back after. Yields the launch count so far."""
-    saved = {}
-    for name, fn in rnn_cells.OVERRIDES.items():
-        kernels = OPS[name]._kernel_overrides
-        saved[name] = kernels.get(cpu.BACKEND)
-        kernels[cpu.BACKEND] = fn
-    before = rnn_cells.STATS["launches"]
-    yield lambda: rnn_cells.STATS["launches"] - before
-    for name, fn in saved.items():
-        kernels = OPS[name]._kernel_overrides
-        if fn is None:
-            kernels.pop(cpu.BACKEND, None)
-        else:
-            kernels[cpu.BACKEND] = fn
+    with cpu_overrides(rnn_cells.OVERRIDES, rnn_cells.STATS) as launched:
+        yield launched
 
 
 def _modules(mode, dtype, **kw):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import ember
-from triton_util import INTERPRETED, compile_for_sm90
+from triton_util import INTERPRETED, compile_for_sm90, cpu_overrides
 from ember.backends import cpu
 from ember.backends.cuda import rows
 from ember.ops.registry import OPS
@@ -271,19 +271,8 @@ def test_norm_wrappers_decline_what_the_impl_handles():
 def cpu_rows():
     """The CPU backend's "kernel" overrides of the row ops swapped for the Triton row kernels
     (under the interpreter, on numpy arrays); the previous ones put back after."""
-    saved = {}
-    for name, fn in rows.OVERRIDES.items():
-        kernels = OPS[name]._kernel_overrides
-        saved[name] = kernels.get(cpu.BACKEND)
-        kernels[cpu.BACKEND] = fn
-    before = rows.STATS["launches"]
-    yield lambda: rows.STATS["launches"] - before
-    for name, fn in saved.items():
-        kernels = OPS[name]._kernel_overrides
-        if fn is None:
-            kernels.pop(cpu.BACKEND, None)
-        else:
-            kernels[cpu.BACKEND] = fn
+    with cpu_overrides(rows.OVERRIDES, rows.STATS) as launched:
+        yield launched
 
 
 def pair(shape, dtype, seed=0):

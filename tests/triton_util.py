@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -43,3 +44,28 @@ def ks_distance(sample, cdf) -> float:
     f = cdf(x)
     n = len(x)
     return max(np.max(np.arange(1, n + 1) / n - f), np.max(f - np.arange(n) / n))
+
+
+@contextlib.contextmanager
+def cpu_overrides(overrides: dict, stats: dict, combine=None):
+    """The CPU backend's "kernel" overrides of the ops in ``overrides`` (op name -> kernel)
+    set to those kernels, which then run under the interpreter on numpy arrays; the previous
+    ones put back after. ``combine(previous, kernel)`` keeps a previous override in front
+    (None: replace it). Yields the count of launches (``stats["launches"]``) since entry."""
+    from ember.backends import cpu
+    from ember.ops.registry import OPS
+    saved = {}
+    for name, fn in overrides.items():
+        kernels = OPS[name]._kernel_overrides
+        saved[name] = prev = kernels.get(cpu.BACKEND)
+        kernels[cpu.BACKEND] = fn if prev is None or combine is None else combine(prev, fn)
+    before = stats["launches"]
+    try:
+        yield lambda: stats["launches"] - before
+    finally:
+        for name, fn in saved.items():
+            kernels = OPS[name]._kernel_overrides
+            if fn is None:
+                kernels.pop(cpu.BACKEND, None)
+            else:
+                kernels[cpu.BACKEND] = fn
