@@ -1,5 +1,6 @@
 """``python -m bench [suite ...]``: run the benchmark suites (all by default);
-``python -m bench profile [steps]``: where a compiled GPT training step spends its time."""
+``python -m bench profile [steps]``: where a compiled GPT training step spends its time;
+``python -m bench cuda_profile [gpt2|cnn|lstm ...]``: where CUDA steps spend GPU time."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ def main(argv=None) -> None:
     names = (argv if argv is not None else sys.argv[1:]) or SUITES
     if names[0] == "profile":
         importlib.import_module("bench.profile").main(names[1:])
+        return
+    if names[0] == "cuda_profile":
+        importlib.import_module("bench.cuda_profile").main(names[1:])
         return
     for name in names:
         if name not in SUITES:

@@ -1,0 +1,126 @@
+"""Where a CUDA training step spends its time, ember beside PyTorch: each library's step runs
+under torch.profiler, whose CUPTI tracing sees every kernel launched in the process (ember's
+Triton, cuBLAS and CuPy kernels included). Printed per library: wall time per step, GPU kernel
+time per step (the difference is time the GPU waited for the host), kernel launches per step,
+and the kernels taking the most GPU time.
+
+    python -m bench cuda_profile [gpt2|cnn|lstm|add ...] [--top N]
+
+``add`` is a host-side cProfile of ember's 8x8 add instead (the small-op overhead).
+
+Not one of the default suites: a tool for finding the next thing to speed up on the GPU.
+"""
+
+from __future__ import annotations
+
+import collections
+import gc
+import os
+import sys
+import time
+
+STEPS = 3
+
+
+def _workloads():
+    from . import cuda, gpt2
+
+    batch = int(os.environ.get("BENCH_GPT2_BATCH", "16"))
+    return {
+        "gpt2": lambda name: gpt2.build(name, batch),
+        "cnn": lambda name: _plain(name, cuda._cnn_step),
+        "lstm": lambda name: _plain(name, cuda._lstm_layer),
+    }
+
+
+def _plain(name, make):
+    import importlib
+    lib = importlib.import_module(name)
+    return lib, make(lib), None
+
+
+def _short(name: str, width: int = 90) -> str:
+    return name if len(name) <= width else name[:width - 3] + "..."
+
+
+def profile(lib_name: str, build, top: int) -> None:
+    import torch
+    from torch.profiler import ProfilerActivity
+    lib, step, state = build(lib_name)
+    step()
+    step()
+    lib.cuda.synchronize()
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(STEPS):
+            step()
+        lib.cuda.synchronize()
+        wall = (time.perf_counter() - t0) / STEPS
+    kernels = collections.defaultdict(lambda: [0.0, 0])
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            k = kernels[ev.name]
+            k[0] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+            k[1] += 1
+    gpu_us = sum(v[0] for v in kernels.values()) / STEPS
+    launches = sum(v[1] for v in kernels.values()) / STEPS
+    idle = max(0.0, wall * 1e3 - gpu_us / 1e3)
+    print(f"\n### {lib_name}: wall {wall * 1e3:.1f} ms/step, GPU kernels {gpu_us / 1e3:.1f} "
+          f"ms/step ({launches:.0f} launches/step; GPU idle {idle:.1f} ms)")
+    rows = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:top]
+    for name, (us, n) in rows:
+        print(f"  {us / STEPS / 1e3:8.3f} ms  {n / STEPS:6.0f}x  {_short(name)}")
+    del step, state
+    gc.collect()
+    lib.cuda.empty_cache()
+
+
+def host_profile(top: int) -> None:
+    """cProfile of ember's 8x8 add on CUDA: where the host time of one small op goes."""
+    import cProfile
+    import pstats
+
+    import ember
+    a = ember.ones(8, 8, device="cuda")
+    b = ember.ones(8, 8, device="cuda")
+    for _ in range(100):
+        a + b
+    ember.cuda.synchronize()
+    n = 5000
+    t0 = time.perf_counter()
+    for _ in range(n):
+        a + b
+    ember.cuda.synchronize()
+    print(f"\n## small op: ember 8x8 add {(time.perf_counter() - t0) / n * 1e6:.1f} us per call")
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        a + b
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(top)
+
+
+def main(argv=None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = 25
+    if "--top" in argv:
+        i = argv.index("--top")
+        top = int(argv[i + 1])
+        del argv[i:i + 2]
+    import ember
+    import torch
+    if not ember.cuda.is_available() or not torch.cuda.is_available():
+        print("cuda_profile: needs a GPU, ember's CUDA backend and a CUDA build of torch")
+        return
+    work = _workloads()
+    for name in argv or ["gpt2"]:
+        if name == "add":
+            host_profile(top)
+            continue
+        print(f"\n## {name} on {torch.cuda.get_device_name()}")
+        for lib_name in ("ember", "torch"):
+            profile(lib_name, work[name], top)
+
+
+if __name__ == "__main__":
+    main()
