@@ -24,6 +24,9 @@ subclasses, vmap / forward-AD levels, autocast, the profiler. Each is a handler
 ``handler(op, args, kwargs, mode)`` (mode "call" or "inplace") that may record, rewrite
 or pass the call on with ``redispatch``, which runs it with the interposers below its own. The
 dispatcher reads ``STATE.top``: with no interposer active that is the one check an op call pays.
+An interposer installed with ``ops`` (a set of op names: autocast's listed ops) sees only those
+ops' calls; ``STATE.top_ops`` is the union over the stack (None: some interposer sees every op),
+and the dispatcher hands a call to the stack only where ``intercepts(name)``.
 (Autograd recording is not an interposer here: it is the dispatcher's own last step, run only
 when an input requires grad.)
 """
@@ -48,6 +51,7 @@ class _State(threading.local):
     inference = False
     top = None
     top_kind = None
+    top_ops = None
     autocast = None
     tracing = 0
     device = None
@@ -57,6 +61,7 @@ class _State(threading.local):
         self.shape_envs = [None]
         self.device_contexts: list = []
         self.layers: dict[str, Callable] = {}  # kind -> handler, this thread's stack
+        self.filters: dict[str, frozenset] = {}  # kind -> the op names it sees (absent: all)
 
     @property
     def capture(self):
@@ -70,26 +75,41 @@ class _State(threading.local):
 STATE = _State()
 
 
-def _first(layers: dict, after: int = -1):
-    """The first installed interposer after position ``after`` of ORDER: (kind, handler), or
-    (None, None)."""
-    for kind in ORDER[after + 1:]:
-        h = layers.get(kind)
+def _set_top(after: int = -1) -> None:
+    """Make the first installed interposer after position ``after`` of ORDER the top of this
+    thread's stack (none: ``STATE.top`` None), with the op names the rest of the stack sees."""
+    layers, filters = STATE.layers, STATE.filters
+    top = kind = None
+    ops: frozenset | None = frozenset()
+    for k in ORDER[after + 1:]:
+        h = layers.get(k)
         if h is not None:
-            return kind, h
-    return None, None
+            if top is None:
+                top, kind = h, k
+            f = filters.get(k)
+            ops = None if f is None or ops is None else ops | f
+    STATE.top, STATE.top_kind, STATE.top_ops = top, kind, ops
 
 
-def set_interposer(kind: str, handler: Callable | None):
-    """Install (or with None remove) this thread's interposer of ``kind``; returns the one it
-    replaces."""
+def intercepts(name: str) -> bool:
+    """Whether this thread's interposer stack (``STATE.top`` set) sees calls of op ``name``."""
+    ops = STATE.top_ops
+    return ops is None or name in ops
+
+
+def set_interposer(kind: str, handler: Callable | None, ops=None):
+    """Install (or with None remove) this thread's interposer of ``kind``, seeing the calls of
+    the ops named in ``ops`` (None: every op); returns the one it replaces."""
     if kind not in ORDER:
         raise ValueError(f"unknown interposer kind {kind!r}; the stack is {ORDER}")
     layers = STATE.layers
     prev = layers.pop(kind, None)
+    STATE.filters.pop(kind, None)
     if handler is not None:
         layers[kind] = handler
-    STATE.top_kind, STATE.top = _first(layers)
+        if ops is not None:
+            STATE.filters[kind] = ops if type(ops) is frozenset else frozenset(ops)
+    _set_top()
     return prev
 
 
@@ -108,23 +128,31 @@ def interpose(op, args: tuple, kwargs: dict, mode: str):
     """Hand an op call to this thread's first interposer (the dispatcher's step when
     ``STATE.top`` is set). While the handler runs, its own op calls see only the interposers
     after it, so it can compute with ops without meeting itself."""
-    handler, kind = STATE.top, STATE.top_kind
-    STATE.top_kind, STATE.top = _first(STATE.layers, ORDER.index(kind))
+    saved = STATE.top, STATE.top_kind, STATE.top_ops
+    layers, filters, name = STATE.layers, STATE.filters, op.name
+    for i in range(ORDER.index(saved[1]), len(ORDER)):  # the first that sees this op
+        kind = ORDER[i]
+        handler = layers.get(kind)
+        if handler is not None and ((f := filters.get(kind)) is None or name in f):
+            break
+    else:
+        raise AssertionError(f"no interposer sees {name}")  # callers check intercepts()
+    _set_top(i)
     try:
         return handler(op, args, kwargs, mode)
     finally:
-        STATE.top, STATE.top_kind = handler, kind
+        STATE.top, STATE.top_kind, STATE.top_ops = saved
 
 
 def redispatch(kind: str, op, args: tuple, kwargs: dict, mode: str = "call"):
     """Run an op call that the interposer of ``kind`` handed on, with only the interposers
     after it in ``ORDER`` active (then the backend)."""
-    saved = STATE.top, STATE.top_kind
-    STATE.top_kind, STATE.top = _first(STATE.layers, ORDER.index(kind))
+    saved = STATE.top, STATE.top_kind, STATE.top_ops
+    _set_top(ORDER.index(kind))
     try:
         return RUNNERS[mode](op, args, kwargs)
     finally:
-        STATE.top, STATE.top_kind = saved
+        STATE.top, STATE.top_kind, STATE.top_ops = saved
 
 
 # ---------------------------------------------------------------------- default device

@@ -490,3 +490,44 @@ def test_out_argument():
     assert small.tolist() == [3.0, 8.0]
     with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
         ember.add(a.requires_grad_(), b, out=ember.empty(2))
+
+
+def test_accumulate_grad_takes_a_gradient_no_one_else_holds_and_copies_shared_ones():
+    """AccumulateGrad makes a fresh gradient ``.grad`` without a copy (as PyTorch steals it),
+    but a gradient another leaf, a hook or a view also holds is copied: no two ``.grad``s or a
+    hook's tensor share memory, and later accumulation stays right."""
+    a = ember.randn(4, requires_grad=True)
+    b = ember.randn(4, requires_grad=True)
+    kept = []
+    c = ember.randn(4, requires_grad=True)
+    c.register_hook(lambda g: kept.append(g))
+    w = ember.randn(2, 3, requires_grad=True)
+    x = ember.randn(5, 3)
+    ((a + b).sum() + (c * 3).sum() + ember.nn.functional.linear(x, w).sum()).backward()
+    assert a.grad.tolist() == [1.0] * 4 and b.grad.tolist() == [1.0] * 4
+    a.grad.add_(1)
+    assert b.grad.tolist() == [1.0] * 4  # a and b got one gradient object: copied
+    c.grad.add_(1)
+    assert kept[0].tolist() == [3.0] * 4  # the hook's tensor is not c.grad
+    expect = x.sum(0).expand(2, 3)
+    assert ember.allclose(w.grad, expect)
+    ((a * 2).sum() + ember.nn.functional.linear(x, w).sum()).backward()
+    assert a.grad.tolist() == [4.0] * 4 and ember.allclose(w.grad, 2 * expect)
+    assert b.grad.tolist() == [1.0] * 4
+
+
+def test_accumulate_grad_copies_nothing_for_fresh_gradients(monkeypatch):
+    """A linear layer's and a product's gradients are fresh: none is cloned into ``.grad``."""
+    w = ember.randn(2, 3, requires_grad=True)
+    bias = ember.randn(2, requires_grad=True)
+    c = ember.randn(4, requires_grad=True)
+    x = ember.randn(5, 3)
+    loss = ember.nn.functional.linear(x, w, bias).sum() + (c * 3).sum()
+    clones = []
+    real = ember.Tensor.clone
+    monkeypatch.setattr(ember.Tensor, "clone", lambda self, *a, **k: clones.append(self) or
+                        real(self, *a, **k))
+    loss.backward()
+    assert clones == []
+    assert ember.allclose(w.grad, x.sum(0).expand(2, 3)) and bias.grad.tolist() == [5.0, 5.0]
+    assert c.grad.tolist() == [3.0] * 4

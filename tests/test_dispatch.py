@@ -182,3 +182,38 @@ def test_interposers_see_in_place_calls_and_are_per_thread():
     with pytest.raises(ValueError, match="unknown interposer kind"):
         with interposing("tracing", profile):
             pass
+
+
+def test_an_interposer_with_an_op_filter_sees_only_those_ops():
+    """``set_interposer(kind, handler, ops=...)`` (autocast's listed ops): calls of other ops
+    skip the stack, unless an interposer without a filter is installed as well."""
+    from ember._dispatch import STATE, redispatch, set_interposer
+
+    seen = []
+
+    def handler(kind):
+        def h(op, args, kwargs, mode):
+            seen.append((kind, op.name, mode))
+            return redispatch(kind, op, args, kwargs, mode)
+        return h
+
+    x, y = ember.ones(2), ember.full((2,), 2.0)
+    set_interposer("autocast", handler("autocast"), ops={"mul"})
+    try:
+        assert (x + y).tolist() == [3, 3] and (x * y).tolist() == [2, 2]
+        x.add_(1)
+        x.mul_(2)
+        assert seen == [("autocast", "mul", "call"), ("autocast", "mul", "inplace")]
+        seen.clear()
+        set_interposer("profiler", handler("profiler"))  # no filter: sees every op
+        try:
+            ember.add(x, y)
+            x * y
+        finally:
+            set_interposer("profiler", None)
+        assert seen == [("profiler", "add", "call"), ("autocast", "mul", "call"),
+                        ("profiler", "mul", "call")]
+        assert STATE.top_ops == frozenset({"mul"})
+    finally:
+        set_interposer("autocast", None)
+    assert STATE.top is None

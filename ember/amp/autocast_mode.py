@@ -68,19 +68,29 @@ class _State:
 
     def rebuild(self) -> None:
         """Recompute ``rules`` and install or remove the interposer to match."""
-        rules: dict[str, list] = {}
-        for device, on in self.enabled.items():
-            if not on or device not in TABLES:
-                continue
-            table, when = TABLES[device]
-            dtype = self.dtype.get(device, _DEFAULT_DTYPE[device])
-            for policy, names in table.items():
-                for name in names:
-                    rules.setdefault(name, []).append((device, dtype, policy, None))
-            for name, (policy, selector, values) in when.items():
-                rules.setdefault(name, []).append((device, dtype, policy, (selector, values)))
-        self.rules = {k: tuple(v) for k, v in rules.items()}
-        set_interposer("autocast", _handle if self.rules else None)
+        # the tables' identities in the key: a test may swap a device's table
+        self.rules, names = _rules(tuple(sorted((d, on, self.dtype.get(d), id(TABLES.get(d)))
+                                                for d, on in self.enabled.items())))
+        set_interposer("autocast", _handle if names else None, ops=names)
+
+
+@functools.lru_cache(maxsize=64)
+def _rules(state: tuple) -> tuple:
+    """The rules of an autocast state ``((device type, on, dtype or None, table id), ...)``
+    (op name -> ((device type, dtype, policy, condition or None), ...), for the device types
+    that are on) and the names they cover: one computation per state, not per region."""
+    rules: dict[str, list] = {}
+    for device, on, dtype, _ in state:
+        if not on or device not in TABLES:
+            continue
+        table, when = TABLES[device]
+        dtype = _DEFAULT_DTYPE[device] if dtype is None else dtype
+        for policy, names in table.items():
+            for name in names:
+                rules.setdefault(name, []).append((device, dtype, policy, None))
+        for name, (policy, selector, values) in when.items():
+            rules.setdefault(name, []).append((device, dtype, policy, (selector, values)))
+    return {k: tuple(v) for k, v in rules.items()}, frozenset(rules)
 
 
 def _state() -> _State:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import sys
 import weakref
 
 import numpy as np
@@ -317,7 +318,8 @@ class AccumulateGrad(Node):
         if g.shape != t.shape:
             g = g.sum_to_size(t.shape)
         if t.grad is None:
-            t.grad = g if create_graph else g.detach().clone()
+            # a gradient nothing else holds becomes .grad as it is (PyTorch steals it too)
+            t.grad = g if create_graph or _stealable(g, t) else g.detach().clone()
         elif create_graph or t.grad.requires_grad:
             t.grad = t.grad + g
         else:
@@ -332,6 +334,21 @@ class AccumulateGrad(Node):
                 acc._bump()
             else:
                 acc.add_(g)
+
+
+def _stealable(g, t) -> bool:
+    """Whether gradient ``g`` can become ``t.grad`` without a copy: no one else refers to the
+    tensor (only the engine's list, the two callers' names and getrefcount's argument) or
+    to its array (the tensor, our name, the argument), the array owns its memory (no view of
+    another) and is laid out as ``t``'s, and it carries no history."""
+    if type(g) is not Tensor or g._base is not None or g.grad_fn is not None or \
+            g.requires_grad or sys.getrefcount(g) > 4:
+        return False
+    a = g._data
+    backend = g._backend
+    return backend is t._backend and backend.has_data and sys.getrefcount(a) <= 3 and \
+        getattr(a, "base", False) is None and a.flags.c_contiguous and \
+        t._data.flags.c_contiguous and a.shape == t._data.shape
 
 
 class CopySlices(Node):
@@ -580,6 +597,7 @@ def run_backward(root_edges, root_grads, retain_graph, create_graph, capture=Non
         if buf is None:
             buf = buffers[n] = [None] * n.n_out
         buf[i] = g if buf[i] is None else buf[i] + g
+    g = None
     ready = [(-n.seq, id(n), n) for n in roots if deps[n] == 0]
     heapq.heapify(ready)
     heappop, heappush = heapq.heappop, heapq.heappush
@@ -627,6 +645,7 @@ def run_backward(root_edges, root_grads, retain_graph, create_graph, capture=Non
                 deps[c] = k
                 if k == 0:
                     heappush(ready, (-c.seq, id(c), c))
+            g = None  # hold no gradient here: AccumulateGrad counts who else does
     finally:
         _state.enabled = prev
     return captured

@@ -17,6 +17,7 @@ re-initialize CUDA in forked subprocess" RuntimeError from every call that needs
 
 from __future__ import annotations
 
+import functools
 import secrets
 
 from .. import _random
@@ -183,7 +184,14 @@ def _gpu_synchronize(device=None) -> None:
 
 
 def _gpu_properties(device=None) -> dict:
-    return _cuda_backend.cupy().cuda.runtime.getDeviceProperties(_index(device))
+    return _properties_of(_index(device))
+
+
+@functools.cache
+def _properties_of(index: int) -> dict:
+    """A GPU's properties (the driver's query takes about a millisecond: autocast asks for
+    the capability on every entry)."""
+    return _cuda_backend.cupy().cuda.runtime.getDeviceProperties(index)
 
 
 def _gpu_device_name(device=None) -> str:

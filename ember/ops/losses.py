@@ -156,8 +156,9 @@ def nll_loss_backward(xp, grad_output: "Tensor", target: "Tensor", weight: "Tens
         if reduction == "mean":  # the total weight in float64: a half one overflows at 65504
             coef = (coef / w.sum()).astype(grad_output.dtype)
     g2 = xp.zeros((t.size, c), grad_output.dtype)
-    rows = xp.flatnonzero(t != ignore_index)  # ignored positions keep a zero gradient
-    g2[rows, cls[rows]] = coef[rows]
+    # every row written (no data-dependent row list: that would read the device): ignored
+    # positions get +0 at class 0
+    g2[xp.arange(t.size), cls] = xp.where(t != ignore_index, coef, 0)
     if len(shape) == 1:
         return g2.reshape(shape)
     moved = (shape[0],) + shape[2:] + (c,)

@@ -100,11 +100,13 @@ def linear(xp, input: "Tensor", weight: "Tensor", bias: "Tensor?" = None):
     if getattr(matmul, "widens_half", False) and (dt.kind == "f" or dt in _HALF16) and \
             weight.ndim == 2:
         b = None if bias is None else xp.broadcast_to(bias, (x2.shape[0], w.shape[1]))
-        return matmul(x2, w, bias=b).reshape(out_shape)
+        y = matmul(x2, w, bias=b)
+        return y if y.shape == out_shape else y.reshape(out_shape)  # no view of itself
     low = dt in LOW_PRECISION
     if low:
         x2, w = x2.astype(np.float32), w.astype(np.float32)
-    y = matmul(x2, w).reshape(out_shape)
+    y = matmul(x2, w)
+    y = y if y.shape == out_shape else y.reshape(out_shape)
     if bias is not None:
         y += bias.astype(np.float32) if low else bias
     return cast(y, D.from_np(dt)) if low else y
@@ -144,15 +146,21 @@ def _(ctx, g):
     k = x.shape[-1]
     out = 1 if w.ndim == 1 else w.shape[0]
     m = _prod(x.shape[:-1])
-    g2 = g.reshape(m, out)
+    g2 = _shaped(g, (m, out))
     gx = gw = gb = None
     if need_x:  # g @ W, as a linear layer with weight W.T
-        gx = linear(g2, w.reshape(out, k).t()).reshape(x.shape)
+        gx = _shaped(linear(g2, _shaped(w, (out, k)).t()), x.shape)
     if need_w:  # g.T @ x over all batch positions
-        gw = linear(g2.t(), x.reshape(m, k).t()).reshape(w.shape)
+        gw = _shaped(linear(g2.t(), _shaped(x, (m, k)).t()), w.shape)
     if need_b:
-        gb = g2.sum(0).reshape(b.shape) if b.numel() == out and b.ndim <= 1 else g
+        gb = _shaped(g2.sum(0), b.shape) if b.numel() == out and b.ndim <= 1 else g
     return gx, gw, gb
+
+
+def _shaped(t, shape):
+    """``t.reshape(shape)``, or ``t`` itself where it has that shape already (no view: a
+    weight's gradient then owns its memory, and the engine can make it ``.grad`` as it is)."""
+    return t if tuple(t.shape) == tuple(shape) else t.reshape(shape)
 
 
 @takes_tensors("input1", "input2", "weight", "bias?")

@@ -31,7 +31,7 @@ from .. import _dtype as D
 from .._tensor import Tensor, _wrap, factory_result
 from ..autograd import engine
 from ..autograd.grad_mode import state as _grad_state
-from .._dispatch import RUNNERS, STATE, interpose
+from .._dispatch import RUNNERS, STATE, intercepts, interpose
 from ..backends import base as backends_base
 from ..backends.casting import cast
 from ..backends.xp_ops import COMPILERS, convert
@@ -263,7 +263,7 @@ class OpDef:
 
     def __call__(self, *args, **kwargs):
         """Run the op on tensors and Python values (the public function ``ember.<name>``)."""
-        if STATE.top is not None:
+        if STATE.top is not None and intercepts(self.name):
             return interpose(self, args, kwargs, "call")
         token = quiet_enter()  # numpy's FP errors ignored for ember's kernels alone
         try:
@@ -504,7 +504,7 @@ def call_inplace(op: OpDef, self: Tensor, args: tuple, kwargs: dict) -> Tensor:
     """``x.<op>_(...)``: run the op out of place, then write the result into ``x``."""
     if not isinstance(self, Tensor):
         raise arg_type_error(op, 0, False, f"Tensor, not {type_name(self)}", op.name + "_")
-    if STATE.top is not None:
+    if STATE.top is not None and intercepts(op.name):
         return interpose(op, (self,) + tuple(args), kwargs, "inplace")
     token = quiet_enter()
     try:
@@ -588,8 +588,8 @@ def unary_path(op: OpDef, fallback: Callable) -> Callable:
     overrides = op._kernel_overrides  # the backends' "kernel" overrides, filled at binding
 
     def path(self=_NONE, /, *args, **kwargs):
-        if STATE.top is not None or len(args) > max_args or "out" in kwargs or \
-                not isinstance(self, Tensor):
+        if STATE.top is not None and intercepts(op.name) or len(args) > max_args or \
+                "out" in kwargs or not isinstance(self, Tensor):
             return fallback(self, args, kwargs)
         if self._dtype.is_float8 and op.float8 is not True:
             float8.check(op, (self,) + args, kwargs)
@@ -636,7 +636,7 @@ def binary_path(op: OpDef, fallback: Callable) -> Callable:
     kernels = op.overrides.setdefault("binary", {})
 
     def path(self, other):
-        if STATE.top is not None or not isinstance(self, Tensor):
+        if STATE.top is not None and intercepts(op.name) or not isinstance(self, Tensor):
             return fallback(self, other)
         backend = self._backend
         if isinstance(other, Tensor):

@@ -256,6 +256,18 @@ def current_stream_handle(index=None, torch_module=None) -> int:
 
 
 # ------------------------------------------------------------------ launching
+def current_device() -> int:
+    """The calling thread's current CUDA device (what a launch compiles and runs for)."""
+    from .runtime import cupy
+    return cupy().cuda.runtime.getDevice()
+
+
+def current_stream() -> int:
+    """The handle of the current device's current stream: ember's launches run on it."""
+    from .runtime import cupy
+    return cupy().cuda.get_current_stream().ptr
+
+
 def _signature(args) -> tuple:
     """What Triton specialises a launch on, per runtime argument: a pointer's dtype and 16-byte
     alignment; an integer's width (32 or 64 bits), whether it is 1, and whether 16 divides it;
@@ -294,22 +306,15 @@ def launch(kernel, grid: tuple, args, stream: int | None = None, *, num_warps: i
         return
     from .runtime import cupy
     cp = cupy()
-    device = cp.cuda.runtime.getDevice()
     if stream is None:
         stream = cp.cuda.get_current_stream().ptr
-    key = (kernel, device, _signature(args), tuple(constexprs.items()), num_warps, num_stages,
-           enable_fp_fusion)
-    hit = _LAUNCHERS.get(key)
-    if hit is None:
-        options = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages),
-                                     ("enable_fp_fusion", enable_fp_fusion)) if v is not None}
-        hit = _LAUNCHERS[key] = _compile(kernel, device, grid, args, constexprs, options)
-    run, function, metadata, tail = hit
+    c, fixed, tail = _launcher(kernel, cp.cuda.runtime.getDevice(), grid, args, constexprs,
+                               num_warps, num_stages, enable_fp_fusion)
     g = tuple(grid) + (1, 1)
     # the launcher takes a pointer as a plain int (an object's data_ptr() costs a call and a
     # driver query per argument)
-    run(g[0], g[1], g[2], stream, function, metadata, None, None, None,
-        *[a.ptr if type(a) is Pointer else a for a in args], *tail)
+    c(g[0], g[1], g[2], stream, *fixed, *[a.ptr if type(a) is Pointer else a for a in args],
+      *tail)
 
 
 def prepare(kernel, grid: tuple, args, *, num_warps: int | None = None,
@@ -318,11 +323,25 @@ def prepare(kernel, grid: tuple, args, *, num_warps: int | None = None,
     ``launch`` takes them), launched over ``grid`` with runtime arguments whose pointers are
     plain int addresses. For a loop of launches that differ only in addresses: the caller
     keeps every launch in the signature it was prepared for (each pointer's 16-byte alignment
-    no better than the example's; the same integers). None under the interpreter."""
+    no better than the example's; the same integers) and on the device it was prepared on.
+    None under the interpreter."""
     if interpreting():
         return None
     from .runtime import cupy
-    device = cupy().cuda.runtime.getDevice()
+    c, fixed, tail = _launcher(kernel, cupy().cuda.runtime.getDevice(), grid, args,
+                               constexprs, num_warps, num_stages, enable_fp_fusion)
+    g = tuple(grid) + (1, 1)
+    g0, g1, g2 = g[0], g[1], g[2]
+
+    def go(stream: int, *a) -> None:
+        c(g0, g1, g2, stream, *fixed, *a, *tail)
+    return go
+
+
+def _launcher(kernel, device, grid, args, constexprs, num_warps, num_stages, enable_fp_fusion):
+    """``(c, fixed, tail)`` for a launch of ``kernel`` with these arguments: the call is
+    ``c(gx, gy, gz, stream, *fixed, *runtime arguments, *tail)``, looked up by what Triton
+    specialises on (``_signature``) and compiled on the first call."""
     key = (kernel, device, _signature(args), tuple(constexprs.items()), num_warps, num_stages,
            enable_fp_fusion)
     hit = _LAUNCHERS.get(key)
@@ -330,13 +349,7 @@ def prepare(kernel, grid: tuple, args, *, num_warps: int | None = None,
         options = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages),
                                      ("enable_fp_fusion", enable_fp_fusion)) if v is not None}
         hit = _LAUNCHERS[key] = _compile(kernel, device, grid, args, constexprs, options)
-    run, function, metadata, tail = hit
-    g = tuple(grid) + (1, 1)
-    g0, g1, g2 = g[0], g[1], g[2]
-
-    def go(stream: int, *a) -> None:
-        run(g0, g1, g2, stream, function, metadata, None, None, None, *a, *tail)
-    return go
+    return hit
 
 
 @functools.cache
@@ -372,8 +385,7 @@ def _patch_interpreter() -> None:
 
 
 def _compile(kernel, device, grid, args, constexprs, options=None):
-    """The compiled kernel of one signature: ``(run, function, packed metadata, the
-    constexpr values that follow the runtime arguments)``."""
+    """The compiled kernel of one signature as ``_launcher`` returns it."""
     install_driver()
     from triton import knobs
     names = kernel.arg_names
@@ -386,7 +398,14 @@ def _compile(kernel, device, grid, args, constexprs, options=None):
                   instrumentation_mode=knobs.compilation.instrumentation_mode)
     compiled = kernel.run(*args, grid=grid, warmup=True, **kwargs, **(options or {}))
     run = compiled.run  # loads the module on first use
-    return run, compiled.function, compiled.packed_metadata, tuple(constexprs[n] for n in rest)
+    tail = tuple(constexprs[n] for n in rest)
+    hooks = (compiled.packed_metadata, None, None, None)  # no launch metadata, no hooks
+    if getattr(run, "global_scratch_size", 1) == 0 and getattr(run, "profile_scratch_size", 1) == 0:
+        # the C launcher itself: Triton's Python __call__ around it only allocates scratch
+        # memory, which this kernel does not use
+        fixed = (compiled.function, run.launch_cooperative_grid, run.launch_pdl, None, None)
+        return run.launch, fixed + hooks, tail
+    return run, (compiled.function,) + hooks, tail
 
 
 # ------------------------------------------------------------------ libdevice
