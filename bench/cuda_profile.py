@@ -4,9 +4,11 @@ Triton, cuBLAS and CuPy kernels included). Printed per library: wall time per st
 time per step (the difference is time the GPU waited for the host), kernel launches per step,
 and the kernels taking the most GPU time.
 
-    python -m bench cuda_profile [gpt2|cnn|lstm|add ...] [--top N]
+    python -m bench cuda_profile [gpt2|cnn|lstm|add ...] [--top N] [--host|--sample]
 
-``add`` is a host-side cProfile of ember's 8x8 add instead (the small-op overhead).
+``add`` is a host-side cProfile of ember's 8x8 add instead (the small-op overhead);
+``--host`` profiles ember's steps with cProfile instead of timing kernels; ``--sample`` samples
+the main thread's stack every millisecond instead (host time without cProfile's overhead).
 
 Not one of the default suites: a tool for finding the next thing to speed up on the GPU.
 """
@@ -100,9 +102,85 @@ def host_profile(top: int) -> None:
     pstats.Stats(prof).sort_stats("tottime").print_stats(top)
 
 
+def host_steps(name: str, build, top: int) -> None:
+    """cProfile of ember's step of workload ``name``: where its host time goes."""
+    import cProfile
+    import pstats
+    lib, step, state = build("ember")
+    step()
+    step()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(STEPS):
+        step()
+    prof.disable()
+    print(f"\n## host profile of ember's {name} step ({STEPS} steps)")
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    del step, state
+    gc.collect()
+
+
+def sample_steps(name: str, build, top: int, seconds: float = 6.0) -> None:
+    """Where ember's host time goes in workload ``name``'s step, without cProfile's distortion:
+    a thread samples the main thread's stack every millisecond while steps run; printed are
+    the functions most often on top of the stack (self) and anywhere on it (inclusive)."""
+    import threading
+    lib, step, state = build("ember")
+    step()
+    step()
+    main_id = threading.get_ident()
+    own, incl = collections.Counter(), collections.Counter()
+    count = [0]
+    done = threading.Event()
+
+    def where(code):
+        return f"{code.co_filename.split('site-packages/')[-1]}:{code.co_name}"
+
+    def sampler():
+        while not done.is_set():
+            frame = sys._current_frames().get(main_id)
+            if frame is not None:
+                count[0] += 1
+                own[where(frame.f_code)] += 1
+                seen = set()
+                while frame is not None:
+                    w = where(frame.f_code)
+                    if w not in seen:
+                        seen.add(w)
+                        incl[w] += 1
+                    frame = frame.f_back
+            time.sleep(0.001)
+    t = threading.Thread(target=sampler, daemon=True)
+    t.start()
+    steps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        step()
+        steps += 1
+    done.set()
+    t.join()
+    n = max(count[0], 1)
+    wall = (time.perf_counter() - t0) / steps
+    print(f"\n## sampled host time of ember's {name} step: {wall * 1e3:.1f} ms/step, "
+          f"{count[0]} samples over {steps} steps")
+    for title, c in (("self", own), ("inclusive", incl)):
+        print(f"-- {title}")
+        for w, k in c.most_common(top):
+            print(f"  {100 * k / n:5.1f}%  {w}")
+    del step, state
+    gc.collect()
+
+
 def main(argv=None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     top = 25
+    host = "--host" in argv
+    if host:
+        argv.remove("--host")
+    sample = "--sample" in argv
+    if sample:
+        argv.remove("--sample")
     if "--top" in argv:
         i = argv.index("--top")
         top = int(argv[i + 1])
@@ -116,6 +194,12 @@ def main(argv=None) -> None:
     for name in argv or ["gpt2"]:
         if name == "add":
             host_profile(top)
+            continue
+        if host:
+            host_steps(name, work[name], top)
+            continue
+        if sample:
+            sample_steps(name, work[name], top)
             continue
         print(f"\n## {name} on {torch.cuda.get_device_name()}")
         for lib_name in ("ember", "torch"):
