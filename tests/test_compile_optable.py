@@ -167,6 +167,9 @@ HAND = {
     "_lstm_layer": (_lstm_layer, _layer_inputs),
     "_lstm_layer_backward": (_lstm_layer, _layer_inputs),  # backward
     "_fused_attention_backward": (_fused_attention, _attention_inputs),  # backward
+    "_linear_backward": (OPS["_linear_backward"], lambda dt: (
+        (_rand(6, 2, dtype=dt), _rand(3, 2, 4, dtype=dt, seed=1), _rand(2, 4, dtype=dt, seed=2),
+         True, True), {})),  # eager backward (the compiler captures linear's formula)
     "_norm_backward": (F.layer_norm, lambda dt: (
         (_rand(4, 6, dtype=dt), (6,), _rand(6, dtype=dt, seed=1), _rand(6, dtype=dt, seed=2)),
         {})),  # backward

@@ -16,6 +16,7 @@ from .. import _dtype as D
 from .._dispatch import STATE
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
+from ..autograd.grad_mode import state as _grad_state
 from ..backends.casting import cast
 from .activations import _safe_softmax
 from .attention import _fused_attention, fused_attention_chosen
@@ -148,6 +149,12 @@ def _(ctx, g):
     m = _prod(x.shape[:-1])
     g2 = _shaped(g, (m, out))
     gx = gw = gb = None
+    if not _grad_state.enabled and STATE.top is None and (need_x or need_w) and \
+            g._dtype is x._dtype is w._dtype and g._dtype.kind == "f" and g._backend.has_data:
+        # eager, no double backward: both products in one dispatch (the compiler captures
+        # the formula below, which it lowers)
+        gx, gw = _linear_backward(g2, x, w, need_x, need_w)
+        need_x = need_w = False
     if need_x:  # g @ W, as a linear layer with weight W.T
         gx = _shaped(linear(g2, _shaped(w, (out, k)).t()), x.shape)
     if need_w:  # g.T @ x over all batch positions
@@ -155,6 +162,29 @@ def _(ctx, g):
     if need_b:
         gb = _shaped(g2.sum(0), b.shape) if b.numel() == out and b.ndim <= 1 else g
     return gx, gw, gb
+
+
+@op("_linear_backward", method=False, function=False, out=False)
+def _linear_backward(xp, grad_output: "Tensor", input: "Tensor", weight: "Tensor", need_input,
+                     need_weight):
+    """linear's input and weight gradients for ``grad_output`` as (rows, out features): the
+    products ``g @ W`` and ``g.T @ x`` of its impl, on the arrays (None where not needed)."""
+    m, out = grad_output.shape
+    k = input.shape[-1]
+    gx = gw = None
+    if need_input:
+        gx = linear.impl(xp, grad_output, weight.reshape(out, k).T)
+        gx = gx if gx.shape == input.shape else gx.reshape(input.shape)
+    if need_weight:
+        gw = linear.impl(xp, grad_output.T, input.reshape(m, k).T)
+        gw = gw if gw.shape == weight.shape else gw.reshape(weight.shape)
+    return gx, gw
+
+
+@_linear_backward.def_meta
+def _(grad_output, input, weight, need_input, need_weight):
+    return ((tuple(input.shape), input.dtype) if need_input else None,
+            (tuple(weight.shape), weight.dtype) if need_weight else None)
 
 
 def _shaped(t, shape):
