@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import ember
-from triton_util import INTERPRETED
+from triton_util import INTERPRETED, compile_for_sm90
 from ember.backends.cuda import reduction_plans as P, reductions as R
 from ember.backends.cuda import runtime, triton_adapter as adapter
 
@@ -212,3 +212,64 @@ def test_gpu_path_unaligned_views_launch_generally(gpu_path):
     aligned = dev(np.ascontiguousarray(x))
     np.testing.assert_array_equal(R.OVERRIDES["sum"](aligned, -1), got)  # its own plan
     assert gpu_path["prepare"] == 1 and gpu_path["go"] == 1
+
+
+# ---------------------------------------------------------------------- compiled for the GPU
+VECTOR_LOADS = r"""
+import re
+import numpy as np
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+import ember
+from ember.backends.cuda import reduction_plans as P
+
+P._want = lambda: 4 * 132  # an H100 / H200
+PTR = {"bfloat16": "bf16", "float32": "fp32"}
+
+
+def loads(plan, x_dtype):
+    # each launch of the plan compiled as Triton specialises it on the GPU (aligned pointers,
+    # integers equal to 1 as constants, divisibility by 16): its global loads
+    out = []
+    fn = P.kernels().reduce
+    names = fn.arg_names
+    for ln in plan.launches:
+        sig, attrs, consts = {}, {}, dict(ln.constexprs)
+        for k, i in enumerate(ln.args):
+            dt = x_dtype if i == 0 else plan.allocs[i - 1][1]
+            sig[names[k]] = "*" + PTR[np.dtype(dt).name]
+            attrs[(k,)] = [["tt.divisibility", 16]]
+        for k, v in enumerate(ln.scalars, 5):
+            if type(v) is float:
+                sig[names[k]] = "fp32"
+            elif v == 1:
+                sig[names[k]], consts[names[k]] = "constexpr", 1
+            else:
+                sig[names[k]] = "i32" if -2**31 <= v < 2**31 else "i64"
+                if v % 16 == 0:
+                    attrs[(k,)] = [["tt.divisibility", 16]]
+        for n in consts:
+            sig[n] = "constexpr"
+        k = triton.compile(ASTSource(fn, signature=sig, constexprs=consts, attrs=attrs),
+                           target=GPUTarget("cuda", 90, 32), options={"num_warps": ln.warps})
+        out.append(sorted(set(re.findall(r"ld\.global[.\w]*", k.asm["ptx"]))))
+    return out
+
+
+bf, f32 = np.dtype(ember.bfloat16.np), np.dtype(np.float32)
+cases = [((16384, 768), bf, (1,), 1), ((16384, 768), bf, (0,), 2),
+         ((4096, 4096), f32, (0, 1), 2)]
+for shape, dt, axes, count in cases:
+    plan = P._build(shape, (shape[1], 1), (P.SUM, axes, False, dt, dt, 0, None, 0))
+    got = loads(plan, dt)
+    assert len(got) == count and all(g == ["ld.global.v4.b32"] for g in got), (shape, axes, got)
+print("ok")
+"""
+
+
+def test_gpu_plans_load_16_bytes_at_a_time():
+    """The row sum, the bias-gradient column sum (partials and their reduction) and the full
+    sum of the benchmarks, planned for a 132-SM GPU and compiled for sm_90 as Triton
+    specialises them there: every global load is a 16-byte vector load."""
+    compile_for_sm90(VECTOR_LOADS)
