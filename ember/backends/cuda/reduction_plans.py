@@ -279,8 +279,16 @@ def planned(x, spec):
     if plan is _PLANS:
         item = x.itemsize
         plan = _build(x.shape, tuple(s // item for s in x.strides), spec)
-        while len(_PLANS) >= CACHE:
-            del _PLANS[next(iter(_PLANS))]
+        while _PLANS and len(_PLANS) >= CACHE:
+            forget(_PLANS)
         _PLANS[key] = plan
         STATS["plans"] += 1
     return None if plan is None else plan.run(x)
+
+
+def forget(cache: dict) -> None:
+    """Drop the oldest entry of ``cache`` (another thread may be dropping it too)."""
+    try:
+        del cache[next(iter(cache))]
+    except (KeyError, RuntimeError, StopIteration):
+        pass

@@ -31,7 +31,8 @@ import operator
 import numpy as np
 
 from ... import _dtype as D
-from .reduction_plans import ARGMAX, ARGMIN, MAX, MIN, PROD, STATS, SUM, VAR, planned
+from .reduction_plans import (ARGMAX, ARGMIN, MAX, MIN, PROD, STATS, SUM, VAR, forget,
+                              planned)
 
 __all__ = ["OVERRIDES", "STATS", "register"]
 
@@ -132,7 +133,7 @@ def _sum_to_size(input, size):
     if axes is _SIZES:
         axes = _SIZES[key] = _summed(input.shape, size)
         if len(_SIZES) > 256:
-            del _SIZES[next(iter(_SIZES))]
+            forget(_SIZES)
     if axes is None:
         return None
     return _run(input, axes[0], SUM, types[0], types[1], True, shape=axes[1])[0]
