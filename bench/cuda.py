@@ -78,6 +78,8 @@ def cases():
          repeated(lambda lib, x, y: x.softmax(-1), big, big)),
         (f"sum over rows 16384x768 bf16 -> 768 (x{REPEAT})",
          repeated(lambda lib, x, y: x.sum(0), acts, acts, "bfloat16")),
+        (f"sum of each row 16384x768 bf16 -> 16384 (x{REPEAT})",
+         repeated(lambda lib, x, y: x.sum(-1), acts, acts, "bfloat16")),
         (f"sum 16M float32 (x{REPEAT})", repeated(lambda lib, x, y: x.sum(), big, big)),
         (f"layer_norm 4096x4096 float32 (x{REPEAT})", repeated(
             lambda lib, x, y: lib.nn.functional.layer_norm(x, (4096,)), big, big)),

@@ -229,3 +229,39 @@ def test_errors_and_empty_inputs():
         x.int().mean()
     with pytest.warns(UserWarning, match="degrees of freedom"):
         x.var(0, correction=2)
+
+
+def test_cached_plans_prepared_launches_and_unaligned_views(launched):
+    """Repeated calls (one plan, the prepared launchers) on new data each time; the launch
+    counts of the bias-gradient sum, the full sum and the row sum; a view 2 or 4 bytes past
+    an aligned address (the general launch) and the aligned copy (a prepared one) agree."""
+    from ember.backends.cuda import reduction_plans
+    for seed in range(3):
+        e, t = pair((16384, 768), "bfloat16", seed=seed)
+        n0 = launched()
+        same(e.sum(0), t.sum(0), "bfloat16", 6)
+        assert launched() - n0 == 2  # partials, then one launch over them
+        n0 = launched()
+        same(e.sum(-1), t.sum(-1), "bfloat16", 2)
+        assert launched() - n0 == 1
+        same(e.sum_to_size(768), t.sum_to_size(768), "bfloat16", 6)
+        b, tb = pair((1 << 24,), "float32", seed=seed)
+        n0 = launched()
+        same(b.sum(), tb.sum(), "float32", 10)
+        assert launched() - n0 == 2
+        assert b.sum().item() == b.sum().item()
+    plans = reduction_plans.STATS["plans"]
+    e, t = pair((300, 77), "bfloat16", seed=5)
+    e32, t32 = pair((300, 77), "float32", seed=6)
+    for x, y, dt in ((e[:, 1:], t[:, 1:], "bfloat16"), (e32[:, 1:], t32[:, 1:], "float32"),
+                     (e32.view(-1)[1:], t32.view(-1)[1:], "float32")):
+        for _ in range(2):
+            same(x.sum(-1), y.sum(-1), dt, 2)
+            same(x.amax(0), y.amax(0))
+            v, i = x.max(-1)
+            same(i, y.max(-1).indices)
+            same(x.var(-1), y.var(-1), dt, 2)
+        c = x.contiguous()
+        same(c.sum(-1), y.sum(-1), dt, 2)
+        assert (c.sum(-1) == x.sum(-1)).all().item()  # the same order of additions
+    assert reduction_plans.STATS["plans"] > plans

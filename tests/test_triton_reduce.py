@@ -19,7 +19,7 @@ import pytest
 import ember
 from triton_util import INTERPRETED, compile_for_sm90, cpu_overrides
 from ember.backends import cpu
-from ember.backends.cuda import reductions as R
+from ember.backends.cuda import reduction_plans as P, reductions as R
 from ember.ops.registry import OPS
 
 torch = pytest.importorskip("torch")
@@ -37,8 +37,9 @@ ONE_DIM = [((7,), 0), ((3, 5), 1), ((3, 5), -2), ((2, 3, 4), 1), ((4, 300), 0), 
 def split(monkeypatch):
     """16-element tiles of at most 4 columns, and programs that split n (the partials' second
     launch) with the small shapes below."""
-    monkeypatch.setattr(R, "TILE", 16)
-    monkeypatch.setattr(R, "COLUMNS", 4)
+    monkeypatch.setattr(P, "TILE", 16)
+    monkeypatch.setattr(P, "COLUMNS", 4)
+    monkeypatch.setattr(P, "_PLANS", {})  # none of the full-size tiles' plans
 
 
 def data(shape, dtype, seed=0, scale=3.0):
@@ -285,26 +286,27 @@ def test_non_contiguous_inputs(layout, dim):
 def test_layouts_view_or_copy():
     """A run of reduced dims merges in place; kept dims that merge only when moved in front
     are a view too; the rest is copied."""
-    a = np.zeros((2, 3, 4), np.float32)
-    x, sizes, strides = R._layout(a, (1, 2))
-    assert x is a and sizes == (2, 12, 1) and strides == (12, 1, 0)
-    x, sizes, strides = R._layout(a, (0,))
-    assert x is a and sizes == (1, 2, 12) and strides == (0, 12, 1)
-    t = a.transpose(1, 0, 2)  # (3, 2, 4); reduce dims 0 and 2 -> kept dim 1, stride 12
-    x, sizes, strides = R._layout(t, (0, 2))
-    assert x is t and sizes == (2, 12, 1)
-    x, sizes, _ = R._layout(a, (0, 2))
-    assert x is not a and x.flags.c_contiguous and sizes == (3, 8, 1)
+    shape, st = (2, 3, 4), (12, 4, 1)
+    assert P.layout(shape, st, (1, 2)) == (None, (2, 12, 1), (12, 1, 0))
+    assert P.layout(shape, st, (0,)) == (None, (1, 2, 12), (0, 12, 1))
+    # transposed to (3, 2, 4); reduce dims 0 and 2 -> kept dim 1, stride 12
+    perm, sizes, _ = P.layout((3, 2, 4), (4, 12, 1), (0, 2))
+    assert perm is None and sizes == (2, 12, 1)
+    assert P.layout(shape, st, (0, 2)) == ((1, 0, 2), (3, 8, 1), (8, 1, 0))
+    assert P.layout((), (), ()) == (None, (1, 1, 1), (0, 0, 0))
 
 
 def test_split_plan_for_columns_and_full_sums(monkeypatch):
     """The bias-gradient shape and a full sum are split between programs on a large GPU."""
-    monkeypatch.setattr(R, "_want", lambda: 528)
-    bi, bn, iblocks, splits, chunk = R._plan(1, 16384, 768, 1, False)
+    monkeypatch.setattr(P, "_want", lambda: 528)
+    bi, bn, iblocks, splits, chunk = P.tiles(1, 16384, 768, 1, False)
     assert (bi, bn, iblocks) == (256, 16, 3) and splits > 100 and chunk * splits >= 16384
-    bi, bn, iblocks, splits, chunk = R._plan(1, 1 << 24, 1, 0, False)
+    # their partials: one launch, narrower column blocks
+    assert P.tiles(1, splits, 768, 1, False, split=False)[:4] == (32, 128, 24, 1)
+    bi, bn, iblocks, splits, chunk = P.tiles(1, 1 << 24, 1, 0, False)
     assert (bi, bn, iblocks) == (1, 4096, 1) and 256 <= splits <= 528
-    assert R._plan(16384, 768, 1, 0, False)[3] == 1  # many rows: no split
+    assert P.tiles(16384, 768, 1, 0, False)[3] == 1  # many rows: no split
+    assert P.tiles(1, 768, 16384, 768, False)[:4] == (4, 1024, 4096, 1)  # 4 rows a program
 
 
 def test_zero_dim_and_declined_cases():

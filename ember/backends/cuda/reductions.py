@@ -18,83 +18,38 @@ wrappers unwidened (``widens_half``). Extrema propagate NaN (the first NaN's ind
 index ops); equal values give the first index. var / std: the mean first, then the sum of
 squared deviations from it, each in the accumulator type.
 
-Layout: the reduced dims are merged into one axis n, the dims before and after them into
-``outer`` and ``inner`` ((outer, n, inner), one element stride per axis), where the strides
-allow; otherwise the kept dims are moved in front of the reduced ones (a view) and merged
-there, or, failing that too, the input is copied. A reduction over the last dims reads rows
-(a program owns a few rows in [rows, n] tiles); one over leading dims with the inner dims
-contiguous reads columns (a program owns a block of columns and walks n). When those give
-too few programs to fill the GPU (a few long rows, a full reduction, the bias-gradient sum
-over rows), n is also split between programs: a first launch writes per-split partials, a
-second reduces them; no atomics, so results are the same from run to run.
+Planning and launching (layout, tiles, the split of n between programs, the plan cache):
+``reduction_plans.py``. The wrappers here check and normalise the op's arguments; everything
+that follows from them and the input's shape, strides and dtype is planned once.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 import numbers
 import operator
 
 import numpy as np
 
 from ... import _dtype as D
-from . import triton_adapter as adapter
-from .rows import _merged, _pow2, _sm_count, _xp
-from .runtime import cupy
+from .reduction_plans import (ARGMAX, ARGMIN, MAX, MIN, PROD, STATS, SUM, VAR, forget,
+                              planned)
 
-_F64 = np.dtype(np.float64)
-_F32 = np.dtype(np.float32)
+__all__ = ["OVERRIDES", "STATS", "register"]
+
 _I64 = np.dtype(np.int64)
 _FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64, D.bfloat16.np))
 _INTS = frozenset(np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32, np.int64))
 _BOOL = np.dtype(np.bool_)
 _REAL = _FLOATS | _INTS
-TILE = 4096  # elements of one program's tile (2048 in float64)
-COLUMNS = 256  # at most this many contiguous inner columns per program
-STATS = {"launches": 0}
-SUM, PROD, MAX, MIN, ARGMAX, ARGMIN, SQDEV = range(7)
-
-
-def kernels():
-    """The Triton kernel module (reduction_kernels.py), imported at its first use."""
-    return adapter.kernel_module("reduction_kernels")
-
-
-@functools.cache
-def _tl_type(np_dtype):
-    tl = kernels().tl
-    return {np.dtype(np.float16): tl.float16, np.dtype(D.bfloat16.np): tl.bfloat16,
-            _F32: tl.float32, _F64: tl.float64, np.dtype(np.uint8): tl.uint8,
-            np.dtype(np.int8): tl.int8, np.dtype(np.int16): tl.int16,
-            np.dtype(np.int32): tl.int32, _I64: tl.int64, _BOOL: tl.int1}[np.dtype(np_dtype)]
-
-
-def _acc_of(dt) -> np.dtype:
-    """The accumulator type for elements of numpy dtype ``dt``."""
-    return _F64 if dt == _F64 else _F32 if dt in _FLOATS else _I64
-
-
-def _ident(op: int, acc: np.dtype):
-    """What masked lanes hold, as the Python number Triton takes for ``acc``."""
-    if acc.kind == "f":
-        return {SUM: 0.0, SQDEV: 0.0, PROD: 1.0, MAX: -math.inf, ARGMAX: -math.inf,
-                MIN: math.inf, ARGMIN: math.inf}[op]
-    info = np.iinfo(np.int64)
-    return {SUM: 0, PROD: 1, MAX: int(info.min), ARGMAX: int(info.min), MIN: int(info.max),
-            ARGMIN: int(info.max)}[op]
-
-
-def _halves(v: float):
-    """``v`` as float32 high and low parts (Triton passes Python floats as float32)."""
-    hi = float(np.float32(v))
-    return hi, float(np.float32(v - hi))
+_REAL_OR_BOOL = _REAL | {_BOOL}
 
 
 # ---------------------------------------------------------------------- arguments
 def _axes(dim, ndim: int):
     """``dim`` (None, an int, or a sequence; empty or None: every dim) as sorted axes, or None
     where the impl raises (bad types, out of range, repeated)."""
+    if type(dim) is int and ndim:  # the common case first
+        return (dim % ndim,) if -ndim <= dim < ndim else None
     if dim is None or (isinstance(dim, (tuple, list)) and not dim):
         return tuple(range(ndim))
     ds = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
@@ -123,116 +78,14 @@ def _one_axis(dim, ndim: int):
 
 
 def _flag(v) -> bool:
-    return isinstance(v, (bool, np.bool_)) or (isinstance(v, int) and v in (0, 1))
+    return v is True or v is False or isinstance(v, np.bool_) or \
+        (isinstance(v, int) and v in (0, 1))
 
 
-def _out_shape(shape, axes, keepdim: bool) -> tuple:
-    if keepdim:
-        return tuple(1 if d in axes else s for d, s in enumerate(shape))
-    return tuple(s for d, s in enumerate(shape) if d not in axes)
-
-
-# ---------------------------------------------------------------------- layout and launches
-def _layout(a, axes):
-    """(array, (outer, n, inner), element strides) reducing ``axes`` of ``a`` (at least 1-d,
-    non-empty), outputs in the order of the kept dims; copies only when no view fits."""
-    st = [s // a.itemsize for s in a.strides]
-    shape = a.shape
-    lo, hi = axes[0], axes[-1] + 1
-    if hi - lo == len(axes):  # one run of dims: (before, run, after)
-        parts = [_merged(shape[:lo], st[:lo]), _merged(shape[lo:hi], st[lo:hi]),
-                 _merged(shape[hi:], st[hi:])]
-        if None not in parts:
-            return a, tuple(p[0] for p in parts), tuple(p[1] for p in parts)
-    kept = [d for d in range(a.ndim) if d not in axes]
-    perm = kept + list(axes)
-    k = len(kept)
-    pshape, pst = [shape[d] for d in perm], [st[d] for d in perm]
-    outer, run = _merged(pshape[:k], pst[:k]), _merged(pshape[k:], pst[k:])
-    if outer is None or run is None:
-        a = _xp(a).ascontiguousarray(a.transpose(perm))
-        n = math.prod(pshape[k:])
-        return a, (a.size // n, n, 1), (n, 1, 0)
-    return a, (outer[0], run[0], 1), (outer[1], run[1], 0)
-
-
-def _want() -> int:
-    """How many programs a launch should have to fill the device."""
-    if adapter.interpreting():
-        return 4
-    return 4 * _sm_count(cupy().cuda.runtime.getDevice())
-
-
-def _plan(outer: int, n: int, inner: int, si: int, f64: bool):
-    """(BLOCK_I, BLOCK_N, inner blocks, splits of n, chunk of n per split)."""
-    tile = TILE // 2 if f64 else TILE
-    if si == 1 and inner > 1:  # columns: a block of contiguous inner indices walks n
-        bi = min(_pow2(inner), COLUMNS, tile)
-        bn = min(_pow2(n), max(tile // bi, 1))
-    else:  # rows (inner, here the rows' index, steps by a row)
-        bn = min(_pow2(n), tile)
-        bi = min(_pow2(inner), max(tile // bn, 1))
-    iblocks = -(-inner // bi)
-    progs = outer * iblocks
-    splits, chunk = 1, n
-    want = _want()
-    if progs < want and n > 2 * bn:
-        splits = min(-(-want // progs), -(-n // (2 * bn)))
-        chunk = -(-(-(-n // splits)) // bn) * bn
-        splits = -(-n // chunk)
-    return bi, bn, iblocks, splits, chunk
-
-
-def _launch(x, xi, mean, y, yi, scalars, grid: int, warps: int, **constexprs) -> None:
-    STATS["launches"] += 1
-    arrays = adapter.pointers([x, xi, mean, y, yi])
-    adapter.launch(kernels().reduce, (grid,), arrays + list(scalars), num_warps=warps,
-                   **constexprs)
-
-
-def _reduce(x, sizes, strides, op: int, pre, out_dt, fin: int = 0, div: float = 1.0,
-            mean=None, xi=None):
-    """OP over n of ``x`` seen as ``sizes`` = (outer, n, inner) with ``strides``, elements
-    read as ``pre`` -> (results as a flat (outer * inner) array of ``out_dt``, their indices
-    for ARGMAX / ARGMIN, else None)."""
-    outer, n, inner = sizes
-    so, sn, si = strides
-    if inner == 1:  # rows: their index becomes the tile's first axis, so few rows share a program
-        outer, inner, so, si = 1, outer, 0, so
-    acc = _acc_of(np.dtype(pre))
-    bi, bn, iblocks, splits, chunk = _plan(outer, n, inner, si, acc == _F64)
-    xp = _xp(x)
-    indexed = op in (ARGMAX, ARGMIN)
-    count = outer * splits * inner
-    y = xp.empty(count, out_dt if splits == 1 else acc)
-    yi = xp.empty(count, _I64) if indexed else y
-    warps = 4 if bi * bn <= 2048 else 8
-    _launch(x, x if xi is None else xi, x if mean is None else mean, y, yi,
-            [n, inner, iblocks, splits, chunk, so, sn, si, _ident(op, acc),
-             *_halves(div if splits == 1 else 1.0)],
-            outer * iblocks * splits, warps, OP=op, PRE=_tl_type(pre), ACC=_tl_type(acc),
-            IDX_IN=xi is not None, FIN=fin if splits == 1 else 0, BLOCK_I=bi, BLOCK_N=bn)
-    if splits == 1:
-        return y, (yi if indexed else None)
-    # the partials (outer, splits, inner), reduced over the splits
-    second = SUM if op == SQDEV else op
-    return _reduce(y, (outer, splits, inner), (splits * inner, inner, 1), second, acc, out_dt,
-                   fin, div, xi=yi if indexed else None)
-
-
-def _run(input, axes, op: int, pre, out_dt, keepdim: bool, fin: int = 0, div=None,
-         mean=None):
-    """OP over ``axes`` of a non-empty ``input`` -> (results, indices or None) shaped as the
-    op's outputs; ``div`` None: the count of reduced elements."""
-    shape = input.shape
-    if input.ndim == 0:
-        input, axes = input.reshape(1), (0,)
-    x, sizes, strides = _layout(input, axes)
-    if div is None:
-        div = float(sizes[1])
-    v, i = _reduce(x, sizes, strides, op, pre, out_dt, fin, div, mean)
-    out = _out_shape(shape, axes if shape else (), keepdim)
-    return v.reshape(out), (None if i is None else i.reshape(out))
+def _run(input, axes, op: int, pre, out_dt, keepdim: bool, fin: int = 0, shape=None):
+    """OP over ``axes`` of a non-empty ``input`` -> [results, indices (ARGMAX / ARGMIN)]
+    shaped as the op's outputs (``shape``; None: from keepdim)."""
+    return planned(input, (op, axes, keepdim, pre, out_dt, fin, shape, 0))
 
 
 # ---------------------------------------------------------------------- the ops
@@ -271,29 +124,47 @@ def _sum_to_size(input, size):
     un-broadcasting of gradients)."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
+    types = _sum_dtype(input, None)
+    if types is None or not input.size:
+        return None
+    size = tuple(size)
+    key = (input.shape, size, tuple(map(type, size)))  # types: 2.0 == 2 but is refused
+    axes = _SIZES.get(key, _SIZES)
+    if axes is _SIZES:
+        axes = _SIZES[key] = _summed(input.shape, size)
+        if len(_SIZES) > 256:
+            forget(_SIZES)
+    if axes is None:
+        return None
+    return _run(input, axes[0], SUM, types[0], types[1], True, shape=axes[1])[0]
+
+
+_SIZES: dict = {}  # sum_to_size: (shape, size, its types) -> _summed(shape, size)
+
+
+def _summed(shape, size):
+    """(the axes summed to bring ``shape`` to ``size``, ``size`` as ints), or None where the
+    impl takes it (its errors; nothing to sum: its copy)."""
     try:
         size = tuple(operator.index(s) for s in size)
     except TypeError:
         return None
-    shape = input.shape
     lead = len(shape) - len(size)
-    types = _sum_dtype(input, None)
-    if types is None or not input.size or lead < 0 or \
-            any(s != 1 and s != shape[lead + i] for i, s in enumerate(size)):
+    if lead < 0 or any(s != 1 and s != shape[lead + i] for i, s in enumerate(size)):
         return None
     axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(size)
                                       if s == 1 and shape[lead + i] != 1)
-    if not axes:
-        return None  # nothing to sum: the impl's copy
-    return _run(input, axes, SUM, types[0], types[1], True)[0].reshape(size)
+    return (axes, size) if axes else None
 
 
 def _mean(input, dim=None, keepdim=False, *, dtype=None):
     out_dt = input.dtype if dtype is None else getattr(dtype, "np", None)
-    if out_dt is None or np.dtype(out_dt) not in _FLOATS or input.dtype not in _REAL | {_BOOL} \
-            or not input.size or not _flag(keepdim) or (axes := _axes(dim, input.ndim)) is None:
+    if out_dt is None:
         return None
     out_dt = np.dtype(out_dt)
+    if out_dt not in _FLOATS or input.dtype not in _REAL_OR_BOOL or not input.size or \
+            not _flag(keepdim) or (axes := _axes(dim, input.ndim)) is None:
+        return None
     return _run(input, axes, SUM, out_dt, out_dt, bool(keepdim), fin=1)[0]
 
 
@@ -321,8 +192,8 @@ def _max_min(op: int):
         axes = _one_axis(dim, input.ndim)
         if axes is None:
             return None
-        return _run(input, axes, ARGMAX if op == MAX else ARGMIN, input.dtype, input.dtype,
-                    bool(keepdim))
+        return tuple(_run(input, axes, ARGMAX if op == MAX else ARGMIN, input.dtype,
+                          input.dtype, bool(keepdim)))
     return kernel
 
 
@@ -336,10 +207,9 @@ def _arg(op: int):
             axes = tuple(range(input.ndim))
         elif (axes := _one_axis(dim, input.ndim)) is None:
             return None
-        idx = _run(input, axes, op, input.dtype, input.dtype, bool(keepdim))[1]
-        if dim is None and not keepdim:
-            idx = idx.reshape(())
-        return idx
+        flat = dim is None and not keepdim  # the index into the flattened input
+        return _run(input, axes, op, input.dtype, input.dtype, bool(keepdim),
+                    shape=() if flat else None)[1]
     return kernel
 
 
@@ -358,22 +228,15 @@ def _moments(root: bool, with_mean: bool):
                 input.dtype not in _FLOATS or not input.size or not _flag(keepdim) or \
                 (axes := _axes(dim, input.ndim)) is None:
             return None
-        shape = input.shape
-        if input.ndim == 0:
-            input, axes = input.reshape(1), (0,)
-        x, sizes, strides = _layout(input, axes)
-        dof = sizes[1] - correction
-        if dof <= 0:
-            return None  # the impl warns
-        acc = _acc_of(input.dtype)
-        mean = _reduce(x, sizes, strides, SUM, input.dtype, acc, 1, float(sizes[1]))[0]
-        v = _reduce(x, sizes, strides, SQDEV, input.dtype, input.dtype, 2 if root else 1,
-                    float(dof), mean=mean)[0]
-        out = _out_shape(shape, axes if shape else (), bool(keepdim))
-        v = v.reshape(out)
+        dt = input.dtype
+        got = planned(input, (VAR, axes, bool(keepdim), dt, dt, 2 if root else 1, None,
+                              correction))
+        if got is None:
+            return None  # no degrees of freedom: the impl warns
+        v, mean = got
         if not with_mean:
             return v
-        return v, mean.astype(input.dtype).reshape(out)
+        return v, (mean if mean.dtype == dt else mean.astype(dt))
     return kernel
 
 
