@@ -308,3 +308,79 @@ def test_conversions_as_generated_kernels(src, dst):
     assert compiled_cast(xp, e._data, getattr(ember, src)) is None
     if src == "float64":
         assert compiled_cast(xp, e._data, ember.bfloat16) is None  # rounds through float32
+
+
+# ---------------------------------------------------------------------- the GPU launch path
+class _Device(np.ndarray):
+    """A numpy array with CuPy's ``data.ptr`` (each address asked for is remembered)."""
+
+    SEEN: dict = {}
+
+    @property
+    def data(self):
+        import types
+        ptr = self.__array_interface__["data"][0]
+        _Device.SEEN[ptr] = self
+        return types.SimpleNamespace(ptr=ptr)
+
+
+def test_gpu_path_prepares_a_launcher_per_plan_and_launches_by_address(monkeypatch):
+    """The GPU path of a generated kernel (CuPy's arrays faked by ``_Device``; ``prepare`` and
+    ``launch`` replaced by ones that map addresses back to arrays and interpret the kernel):
+    a plan's first aligned launch goes through ``launch`` and prepares a launcher, later ones
+    call it with plain addresses and the plan's sizes; an unaligned view, and Python numbers
+    passed at launch, take ``launch``."""
+    import types
+
+    from ember.ops.binary import _sum, _sum_scaled
+    seen, calls = _Device.SEEN, {"prepare": 0, "go": 0, "launch": 0}
+
+    def dev(a):
+        a = a.view(_Device)
+        seen[a.data.ptr] = a
+        return a
+
+    def run(kernel, grid, args, constexprs):
+        args = [seen[a] if type(a) is int and a in seen else a for a in args]
+        kernel[grid](*triton_adapter.host_args(args), **constexprs)
+
+    def prepare(kernel, grid, args, **constexprs):
+        calls["prepare"] += 1
+        n_ptr = sum(type(a) is triton_adapter.Pointer for a in args)
+        assert all(a.ptr % 16 == 0 for a in args[:n_ptr])
+        fixed = list(args[n_ptr:])
+
+        def go(stream, *a):
+            calls["go"] += 1
+            assert stream == 77 and list(a[n_ptr:]) == fixed
+            run(kernel, grid, a, constexprs)
+        return go
+
+    def launch(kernel, grid, args, stream=None, **constexprs):
+        calls["launch"] += 1
+        run(kernel, grid, [a.ptr if type(a) is triton_adapter.Pointer else a for a in args],
+            constexprs)
+    monkeypatch.setattr(triton_adapter, "prepare", prepare)
+    monkeypatch.setattr(triton_adapter, "launch", launch)
+    monkeypatch.setattr(triton_adapter, "interpreting", lambda: False)
+    monkeypatch.setattr(triton_adapter, "current_device", lambda: 0)
+    monkeypatch.setattr(triton_adapter, "current_stream", lambda: 77)
+    triton_adapter._patch_interpreter()
+    xp = types.SimpleNamespace(empty=lambda *a: dev(np.empty(*a)))
+    add = pointwise.compile(_sum.kernels.defn, xp)
+    rng = np.random.default_rng(0)
+    for k in range(3):
+        a, b = (dev(rng.standard_normal((5, 7)).astype(np.float32)) for _ in range(2))
+        out = add(a, b)
+        np.testing.assert_array_equal(np.asarray(out), np.asarray(a) + np.asarray(b))
+    assert calls == {"prepare": 1, "go": 2, "launch": 1}
+    base = dev(rng.standard_normal(40).astype(np.float32))
+    a, b = base[1:36].reshape(5, 7), base[:35].reshape(5, 7)  # 4 bytes past aligned
+    np.testing.assert_array_equal(np.asarray(add(a, b)), np.asarray(a) + np.asarray(b))
+    assert calls["launch"] == 2 and calls["prepare"] == 1
+    scaled = pointwise.compile(_sum_scaled.kernels.defn, xp)
+    for alpha in (2.0, 3.0):  # the number is passed at launch: never a prepared launcher
+        got = scaled(a, b, alpha)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(a) + alpha * np.asarray(b),
+                                   rtol=1e-6)
+    assert calls["prepare"] == 1 and calls["launch"] == 4
