@@ -44,7 +44,8 @@ def close(got, want, dtype="float32"):
 
 @pytest.fixture(params=["tapwise", "flat"])
 def order(request, monkeypatch):
-    """The forward's reduction tap by tap over channel blocks, or flat over (c, kh, kw)."""
+    """The forward's reduction (and the weight gradient's columns) tap by tap over channel
+    blocks, or flat over (c, kh, kw)."""
     monkeypatch.setattr(conv, "FLAT_BELOW", 10 ** 9 if request.param == "flat" else 0)
     return request.param
 
@@ -78,7 +79,7 @@ def test_forward_matches_torch(xs, ws, stride, pad, dil, groups, order):
 
 
 @pytest.mark.parametrize("xs,ws,stride,pad,dil,groups", CASES)
-def test_data_and_weight_gradients_match_torch(xs, ws, stride, pad, dil, groups):
+def test_data_and_weight_gradients_match_torch(xs, ws, stride, pad, dil, groups, order):
     x, tx = data(xs)
     w, tw = data(ws, seed=1)
     out = _geometry(xs, ws, stride, pad, dil)
@@ -127,7 +128,7 @@ def test_one_d_and_non_contiguous_operands(order):
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_half_dtypes_accumulate_in_float32(dtype, order):
+def test_half_dtypes_accumulate_in_float32(dtype):
     x, tx = data((2, 6, 5, 5), dtype)
     w, tw = data((4, 6, 3, 3), dtype, seed=1)
     b, tb = data((4,), dtype, seed=2)
@@ -310,7 +311,8 @@ for dt, prec, bk, bm, bn, warps in (("fp32", "tf32", 32, 128, 128, 8),
     for flat in (False, True):
         build(K.conv_fwd, p, warps, KH=3, KW=3, FLAT=flat, HAS_BIAS=flat, **blocks)
     build(K.conv_dgrad, p, warps, KH=3, KW=3, HAS_BIAS=True, **blocks)
-    build(K.conv_wgrad, p, warps, KH=3, KW=3, **blocks)
+    for flat in (False, True):
+        build(K.conv_wgrad, p, warps, KH=3, KW=3, FLAT=flat, **blocks)
     build(K.sum_splits, {"p_ptr": "*fp32", "out_ptr": "*" + dt}, 4, BLOCK=1024)
 build(K.conv_fwd, {n: "*fp32" for n in ("x_ptr", "w_ptr", "b_ptr", "y_ptr")}, 4, KH=1, KW=1,
       FLAT=False, HAS_BIAS=False, PRECISION="ieee", BLOCK_M=128, BLOCK_N=64, BLOCK_K=32)

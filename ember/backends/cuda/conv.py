@@ -69,7 +69,9 @@ CONFIGS = {
 INTERPRETED = (16, 16, 16, None, None)
 SPLIT_WAVES = 2  # the weight gradient splits its reduction until about this many waves
 SPLIT_MIN_STEPS = 4  # ... keeping at least this many BLOCK_K steps per split
-FLAT_BELOW = 16  # forward input channels per group below which K runs flat over (c, kh, kw)
+# input channels per group below which the forward's K (and the weight gradient's N) runs
+# flat over (c, kh, kw) rather than tap by tap over channel blocks
+FLAT_BELOW = 16
 
 
 def kernels():
@@ -270,9 +272,14 @@ def _conv_weight_grad(input, grad_output, kernel_size, stride, padding, dilation
     if ktot >= _I32:
         return None
     bm, bn, bk, warps, stages = _config("wgrad", x.dtype, og > 64)
-    if cg <= 64 and bn > 64:  # a 128-wide block of output channels, 64 of input channels
+    flat = cg < FLAT_BELOW and kh * kw > 1
+    cols = cg * kh * kw if flat else cg
+    if cols <= 64 and bn > 64:  # a 128-wide block of output channels, 64 columns
         bn = 64
-    programs = -(-og // bm) * kh * kw * -(-cg // bn) * groups
+    if cols <= 32 and bn > 32:
+        bn = 32
+    grid_n = -(-cols // bn) if flat else kh * kw * -(-cg // bn)
+    programs = -(-og // bm) * grid_n * groups
     split = _split(programs, ktot, bk)
     chunk = -(-ktot // split)
     chunk = -(-chunk // bk) * bk
@@ -280,11 +287,11 @@ def _conv_weight_grad(input, grad_output, kernel_size, stride, padding, dilation
     xp = _xp(x)
     out = xp.empty((o, cg, kh, kw), x.dtype)
     part = out if split == 1 else xp.empty((split,) + out.shape, np.float32)
-    _launch(kernels().conv_wgrad, (-(-og // bm), kh * kw * -(-cg // bn), groups * split),
+    _launch(kernels().conv_wgrad, (-(-og // bm), grid_n, groups * split),
             [_ptr(x), _ptr(gy), _ptr(part), h, wd, oh, ow, ktot, cg, og, o, chunk, split,
              *_strides(x), *_strides(gy), sth, stw, ph, pw, dh, dw],
-            warps, stages, KH=kh, KW=kw, PRECISION=_precision(x.dtype), BLOCK_M=bm,
-            BLOCK_N=bn, BLOCK_K=bk)
+            warps, stages, KH=kh, KW=kw, FLAT=flat, PRECISION=_precision(x.dtype),
+            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
     if split > 1:
         total = out.size
         _launch(kernels().sum_splits, (-(-total // 1024),), [_ptr(part), _ptr(out), total, split],

@@ -18,9 +18,10 @@ channels per group): input x (N, C, H, W), weight w (O, CG, KH, KW), output y (N
   into ``sth * stw`` phases (h mod sth, w mod stw); in one phase only the taps with
   ``kh*dh = h + ph (mod sth)`` land, every ``sth / gcd(sth, dh)``-th from the first, and each
   reads y shifted by a whole number of rows: no masked-away products at stride 2.
-- ``conv_wgrad``: the adjoint in w. Per (tap, channel block) program, M = OG, N = CG and the
-  long K = N*OH*OW is split over grid axis 2 into ``SPLIT`` chunks, each storing float32
-  partials; ``sum_splits`` adds them in a fixed order (deterministic) and rounds once.
+- ``conv_wgrad``: the adjoint in w. Per (tap, channel block) program, M = OG, N = CG (with
+  ``FLAT``, N = CG*KH*KW in one run, as the forward's) and the long K = N*OH*OW is split
+  over grid axis 2 into ``SPLIT`` chunks, each storing float32 partials; ``sum_splits``
+  adds them in a fixed order (deterministic) and rounds once.
 
 Row bases are 64-bit (a tensor may pass 2**31 elements); offsets within one sample are 32-bit
 (the wrapper falls back beyond that).
@@ -165,30 +166,39 @@ def conv_dgrad(y_ptr, w_ptr, b_ptr, x_ptr,
 
 @triton.jit
 def conv_wgrad(x_ptr, g_ptr, p_ptr,
-               H, W, OH, OW, KTOT, CG, OG, O, CHUNK, SPLIT,
+               H, W, OH, OW, KTOT, CG, OG, OC, CHUNK, SPLIT,
                sxn, sxc, sxh, sxw, sgn, sgo, sgh, sgw,
                sth, stw, ph, pw, dh, dw,
-               KH: tl.constexpr, KW: tl.constexpr, PRECISION: tl.constexpr,
-               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+               KH: tl.constexpr, KW: tl.constexpr, FLAT: tl.constexpr,
+               PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+               BLOCK_K: tl.constexpr):
     """p[split, o, c, kh, kw] = sum over this split's (n, oh, ow) of g[n, o, oh, ow]
-    x[n, c, ih, iw]: one tap and channel block per program along axis 1; p contiguous
-    (SPLIT, O, CG, KH, KW)."""
+    x[n, c, ih, iw], p contiguous (SPLIT, O, CG, KH, KW). Along grid axis 1: one tap and
+    block of channels per program, or with ``FLAT`` blocks of the flat (c, kh, kw) columns
+    (few channels: 3 channels times 9 taps fill one block)."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     z = tl.program_id(2)
     g = z // SPLIT
     split = z % SPLIT
-    cbn = tl.cdiv(CG, BLOCK_N)
-    r = pid_n // cbn
-    kh = r // KW
-    kw = r % KW
+    if FLAT:
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        col_ok = cols < CG * KH * KW
+        c = cols // (KH * KW)
+        r = cols % (KH * KW)
+    else:
+        cbn = tl.cdiv(CG, BLOCK_N)
+        r = pid_n // cbn
+        c = (pid_n % cbn) * BLOCK_N + tl.arange(0, BLOCK_N)
+        col_ok = c < CG
+        cols = c * (KH * KW) + r
+    dkh = (r // KW) * dh - ph
+    dkw = (r % KW) * dw - pw
     offs_o = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     o_ok = offs_o < OG
     o = g * OG + offs_o
-    offs_c = (pid_n % cbn) * BLOCK_N + tl.arange(0, BLOCK_N)
-    c_ok = offs_c < CG
     g_rows = g_ptr + o.to(tl.int64) * sgo
-    x_cols = x_ptr + (g * CG + offs_c).to(tl.int64) * sxc
+    x_cols = x_ptr + (g * CG + c).to(tl.int64) * sxc
     rk = tl.arange(0, BLOCK_K)
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     lo = split * CHUNK
@@ -200,17 +210,25 @@ def conv_wgrad(x_ptr, g_ptr, p_ptr,
         t = k // OW
         oh = t % OH
         n = (t // OH).to(tl.int64)
-        ih = oh * sth - ph + kh * dh
-        iw = ow * stw - pw + kw * dw
-        x_ok = k_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
         a = tl.load(g_rows[:, None] + (n * sgn + oh * sgh + ow * sgw)[None, :],
                     mask=o_ok[:, None] & k_ok[None, :], other=0.0)
-        b = tl.load(x_cols[None, :] + (n * sxn + ih * sxh + iw * sxw)[:, None],
-                    mask=x_ok[:, None] & c_ok[None, :], other=0.0)
+        if FLAT:
+            ih = (oh * sth)[:, None] + dkh[None, :]
+            iw = (ow * stw)[:, None] + dkw[None, :]
+            x_ok = (k_ok[:, None] & col_ok[None, :] & (ih >= 0) & (ih < H) & (iw >= 0)
+                    & (iw < W))
+            b = tl.load(x_cols[None, :] + (n * sxn)[:, None] + ih * sxh + iw * sxw, mask=x_ok,
+                        other=0.0)
+        else:
+            ih = oh * sth + dkh
+            iw = ow * stw + dkw
+            x_ok = k_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            b = tl.load(x_cols[None, :] + (n * sxn + ih * sxh + iw * sxw)[:, None],
+                        mask=x_ok[:, None] & col_ok[None, :], other=0.0)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
-    p = (p_ptr + split.to(tl.int64) * O * CG * KH * KW
-         + ((o * CG).to(tl.int64) * KH * KW + r)[:, None] + (offs_c * (KH * KW))[None, :])
-    tl.store(p, acc.to(p_ptr.dtype.element_ty), mask=o_ok[:, None] & c_ok[None, :])
+    p = (p_ptr + split.to(tl.int64) * OC * CG * KH * KW
+         + ((o * CG).to(tl.int64) * KH * KW)[:, None] + cols[None, :])
+    tl.store(p, acc.to(p_ptr.dtype.element_ty), mask=o_ok[:, None] & col_ok[None, :])
 
 
 @triton.jit
