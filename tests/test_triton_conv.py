@@ -316,6 +316,13 @@ for dt, prec, bk, bm, bn, warps in (("fp32", "tf32", 32, 128, 128, 8),
     build(K.sum_splits, {"p_ptr": "*fp32", "out_ptr": "*" + dt}, 4, BLOCK=1024)
 build(K.conv_fwd, {n: "*fp32" for n in ("x_ptr", "w_ptr", "b_ptr", "y_ptr")}, 4, KH=1, KW=1,
       FLAT=False, HAS_BIAS=False, PRECISION="ieee", BLOCK_M=128, BLOCK_N=64, BLOCK_K=32)
+# launches specialise integer arguments equal to 1 (unit strides, stride 1, one split)
+p = {n: "*fp32" for n in ("x_ptr", "w_ptr", "b_ptr", "y_ptr", "g_ptr", "p_ptr")}
+ones = dict(KH=3, KW=3, PRECISION="tf32", BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, sth=1, stw=1,
+            dh=1, dw=1)
+build(K.conv_fwd, p, 4, FLAT=False, HAS_BIAS=False, sxw=1, swc=1, syw=1, **ones)
+build(K.conv_dgrad, p, 4, HAS_BIAS=False, sxw=1, swo=1, syw=1, steph=1, stepw=1, **ones)
+build(K.conv_wgrad, p, 4, FLAT=False, sxw=1, sgw=1, SPLIT=1, **ones)
 print("ok")
 """
 

@@ -29,10 +29,13 @@ dim is contiguous (channel-last for the forward, output-channel-last for the dat
 which tensor cores read best; it is used as it is when it is laid out that way already.
 
 Block sizes (no autotuning at run time; ``CONFIGS`` is the table, ``EMBER_CONV_BLOCKS``
-overrides entries for tuning, see ``_overrides``) were chosen for H100/H200 by problem size:
-BLOCK_M 128 (64 when the grid would not fill the GPU), BLOCK_N 64 or 128 by the output
-channel count, BLOCK_K 32 for float32 and 64 for half, 4 warps for 64-wide tiles and 8 for
-128-wide, 3 stages.
+overrides entries for tuning, see ``_overrides``) were chosen for H100/H200 by problem size,
+not measured yet: BLOCK_M 128 (64 when the grid would not fill the GPU once), BLOCK_N 64 or
+128 by the channel count, BLOCK_K 32 for float32 and 64 for half (16 or 32 for the flat
+forward's short K, 16 for a data gradient over at most 16 channels), 4 warps for 64-wide
+tiles and 8 for 128-wide, 3 stages. The weight gradient's columns are 32 wide when there
+are at most 32 (the flat stem), and its reduction is split only while its tiles fill less
+than one wave (``SPLIT_WAVES``, ``SPLIT_MIN_STEPS``).
 """
 
 from __future__ import annotations
@@ -67,7 +70,9 @@ CONFIGS = {
 }
 # under the interpreter: 16-wide blocks, so small tests cross every block edge
 INTERPRETED = (16, 16, 16, None, None)
-SPLIT_WAVES = 2  # the weight gradient splits its reduction until about this many waves
+# the weight gradient splits its reduction when its tiles fill less than one wave of
+# programs, into about this many waves
+SPLIT_WAVES = 2
 SPLIT_MIN_STEPS = 4  # ... keeping at least this many BLOCK_K steps per split
 # input channels per group below which the forward's K (and the weight gradient's N) runs
 # flat over (c, kh, kw) rather than tap by tap over channel blocks
@@ -252,7 +257,10 @@ def _split(programs: int, ktot: int, bk: int) -> int:
     """How many chunks the weight gradient's reduction of length ``ktot`` runs in."""
     if adapter.interpreting():
         return max(1, min(3, -(-ktot // (2 * bk))))
-    want = -(-SPLIT_WAVES * _sms() // programs)
+    sms = _sms()
+    if programs >= sms:  # a wave already: partials would only add their traffic
+        return 1
+    want = -(-SPLIT_WAVES * sms // programs)
     return max(1, min(want, ktot // (SPLIT_MIN_STEPS * bk)))
 
 
@@ -280,7 +288,7 @@ def _conv_weight_grad(input, grad_output, kernel_size, stride, padding, dilation
         bn = 32
     grid_n = -(-cols // bn) if flat else kh * kw * -(-cg // bn)
     programs = -(-og // bm) * grid_n * groups
-    split = _split(programs, ktot, bk)
+    split = min(_split(programs, ktot, bk), max(1, (_I32 - 1) // (o * cg * kh * kw)))
     chunk = -(-ktot // split)
     chunk = -(-chunk // bk) * bk
     split = -(-ktot // chunk)
