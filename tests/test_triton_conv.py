@@ -193,8 +193,8 @@ def test_precision_follows_cudnn_allow_tf32(monkeypatch):
     once it is False, read at each call; half dtypes are unaffected."""
     seen = []
     launch = conv._launch
-    monkeypatch.setattr(conv, "_launch", lambda *a, **k: (seen.append(k.get("PRECISION")),
-                                                          launch(*a, **k)))
+    monkeypatch.setattr(conv, "_launch", lambda *a, **k: (
+        "PRECISION" in k and seen.append(k["PRECISION"]), launch(*a, **k)))
     x, _ = data((1, 2, 3, 3))
     w, _ = data((2, 2, 1, 1), seed=1)
     assert cudnn.allow_tf32 is True
@@ -240,7 +240,9 @@ def test_ember_conv2d_values_and_gradients(cpu_kernels):
     ty.backward(torch.tensor(g.astype(np.float32)))
     for e, t in ((x, tx), (w, tw), (b, tb)):
         same(e.grad, t.grad)
-    assert cpu_kernels() == 3  # forward, data and weight gradient (split 1 here)
+    # forward, the weight packed for the data gradient, the data gradient and the weight
+    # gradient (split 1 here)
+    assert cpu_kernels() == 4
 
 
 def test_ember_conv1d_unbatched_padding_same_and_noncontiguous(cpu_kernels):
@@ -314,6 +316,7 @@ for dt, prec, bk, bm, bn, warps in (("fp32", "tf32", 32, 128, 128, 8),
     for flat in (False, True):
         build(K.conv_wgrad, p, warps, KH=3, KW=3, FLAT=flat, **blocks)
     build(K.sum_splits, {"p_ptr": "*fp32", "out_ptr": "*" + dt}, 4, BLOCK=1024)
+    build(K.pack4, {"src_ptr": "*" + dt, "out_ptr": "*" + dt}, 4, BLOCK=1024)
 build(K.conv_fwd, {n: "*fp32" for n in ("x_ptr", "w_ptr", "b_ptr", "y_ptr")}, 4, KH=1, KW=1,
       FLAT=False, HAS_BIAS=False, PRECISION="ieee", BLOCK_M=128, BLOCK_N=64, BLOCK_K=32)
 # launches specialise integer arguments equal to 1 (unit strides, stride 1, one split)

@@ -240,3 +240,17 @@ def sum_splits(p_ptr, out_ptr, total, SPLIT, BLOCK: tl.constexpr):
     for s in range(0, SPLIT):
         acc += tl.load(p_ptr + s * total + i, mask=ok, other=0.0)
     tl.store(out_ptr + i, acc.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def pack4(src_ptr, out_ptr, D1, D2, D3, s0, s1, s2, s3, total, BLOCK: tl.constexpr):
+    """out (contiguous, shape (D0, D1, D2, D3))[i] = src at the element strides s0..s3: the
+    weight copied into the layout a kernel reads best."""
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = i < total
+    i3 = i % D3
+    t = i // D3
+    i2 = t % D2
+    t = t // D2
+    src = src_ptr + (t // D1) * s0 + (t % D1) * s1 + i2 * s2 + i3 * s3
+    tl.store(out_ptr + i, tl.load(src, mask=ok), mask=ok)
