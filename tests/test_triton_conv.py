@@ -333,3 +333,30 @@ print("ok")
 def test_kernels_compile_for_sm90():
     """Each kernel variant the wrappers launch, through Triton's compiler to a Hopper cubin."""
     compile_for_sm90(COMPILE)
+
+
+def test_gpu_block_configs_split_and_tuning_overrides(monkeypatch):
+    """The GPU's choices (run here by pretending not to interpret): the table's entry, BLOCK_M
+    then BLOCK_N halved while the grid is under one wave of 132 SMs; the split-K count; and
+    ``EMBER_CONV_BLOCKS`` entries replacing the table's."""
+    monkeypatch.setattr(conv.adapter, "interpreting", lambda: False)
+    monkeypatch.setattr(conv, "_sms", lambda: 132)
+    f32 = np.dtype(np.float32)
+    # 64 x 32 x 32 batch of 64 channels, 64 outputs: 512 x 1 tiles of 128 x 64
+    assert conv._config("fwd", f32, False, lambda bm, bn: 512) == (128, 64, 32, 4, 3)
+    # 512 channels at 4 x 4, batch 64: M = 1024, 512 outputs
+    tiles = lambda bm, bn: -(-1024 // bm) * -(-512 // bn)  # noqa: E731
+    assert conv._config("fwd", f32, True, tiles) == (64, 64, 32, 4, 3)
+    assert conv._config("dgrad", np.dtype(ember.bfloat16.np), True) == (128, 128, 64, 8, 3)
+    assert conv._split(9, 65536, 32) == 30  # 64 -> 64 3x3 at 32x32: 9 tiles, 2 waves
+    assert conv._split(144, 1024, 32) == 1  # 512 -> 512 at 4x4: a wave of tiles already
+    assert conv._split(1, 256, 32) == 2  # at least SPLIT_MIN_STEPS steps per split
+    monkeypatch.setenv("EMBER_CONV_BLOCKS", "fwd,1,0=64,32,16,2,4;wgrad,0,1=32,32,32,4,2")
+    conv._overrides.cache_clear()
+    try:
+        assert conv._config("fwd", f32, False, lambda bm, bn: 1) == (64, 32, 16, 2, 4)
+        assert conv._config("wgrad", np.dtype(np.float16), True) == (32, 32, 32, 4, 2)
+        assert conv._config("fwd", f32, True, lambda bm, bn: 10 ** 6) == (128, 128, 32, 8, 3)
+    finally:
+        monkeypatch.delenv("EMBER_CONV_BLOCKS")
+        conv._overrides.cache_clear()
