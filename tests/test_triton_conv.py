@@ -319,6 +319,14 @@ for dt, prec, bk, bm, bn, warps in (("fp32", "tf32", 32, 128, 128, 8),
     build(K.pack4, {"src_ptr": "*" + dt, "out_ptr": "*" + dt}, 4, BLOCK=1024)
 build(K.conv_fwd, {n: "*fp32" for n in ("x_ptr", "w_ptr", "b_ptr", "y_ptr")}, 4, KH=1, KW=1,
       FLAT=False, HAS_BIAS=False, PRECISION="ieee", BLOCK_M=128, BLOCK_N=64, BLOCK_K=32)
+# the narrow configs: the 3-channel stem's weight gradient (32 flat columns), a forward
+# over 16 flat columns, a data gradient over at most 16 channels
+for dt in ("fp32", "bf16"):
+    p = {n: "*" + dt for n in ("x_ptr", "w_ptr", "b_ptr", "y_ptr", "g_ptr", "p_ptr")}
+    narrow = dict(KH=3, KW=3, PRECISION="tf32", BLOCK_M=64, BLOCK_N=32, BLOCK_K=16)
+    build(K.conv_wgrad, p, 4, FLAT=True, **narrow)
+    build(K.conv_fwd, p, 4, FLAT=True, HAS_BIAS=False, **narrow)
+    build(K.conv_dgrad, p, 4, HAS_BIAS=False, **narrow)
 # launches specialise integer arguments equal to 1 (unit strides, stride 1, one split)
 p = {n: "*fp32" for n in ("x_ptr", "w_ptr", "b_ptr", "y_ptr", "g_ptr", "p_ptr")}
 ones = dict(KH=3, KW=3, PRECISION="tf32", BLOCK_M=128, BLOCK_N=64, BLOCK_K=32, sth=1, stw=1,
