@@ -31,8 +31,10 @@ def launched():
 
 
 @pytest.fixture(autouse=True)
-def ieee():
-    """torch's cuDNN convolutions in IEEE float32 (ember's are)."""
+def ieee(monkeypatch):
+    """Convolutions in IEEE float32 on both sides: torch's cuDNN and ember's kernels (which
+    follow ember.backends.cudnn.allow_tf32, True by default as PyTorch's)."""
+    monkeypatch.setattr(ember.backends.cudnn, "allow_tf32", False)
     # (torch's test utilities, which other files import, freeze the global flags: the context
     # manager is what they leave open)
     with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):

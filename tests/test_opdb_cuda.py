@@ -96,6 +96,18 @@ KNOWN_CUDA: dict[str, str] = {
 }
 
 
+@pytest.fixture(autouse=True)
+def ieee_convolutions(monkeypatch):
+    """Convolutions in IEEE float32 on both sides (ember's kernels and torch's cuDNN default
+    to TF32, whose roundings differ by more than the float32 tolerance)."""
+    import ember
+    import torch
+    monkeypatch.setattr(ember.backends.cudnn, "allow_tf32", False)
+    # (torch's test utilities freeze the global flags: the context manager is what is left)
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        yield
+
+
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e[0] for e in ENTRIES])
 def test_op_matches_torch_cuda(entry):
     name, o, fn = entry

@@ -396,6 +396,18 @@ def _check_dtypes(name, nd, x, w, b):
 
 
 # ---------------------------------------------------------------------- public ops
+def _overridden(internal, xp, args):
+    """The result of the "kernel" override of ``internal`` (``_conv_nd`` or
+    ``_conv_transpose_nd``) on the backend whose arrays ``xp`` handles, or None (no override,
+    or one that does not take these arguments). The public ops check their arguments, then
+    compute exactly the internal op: a backend's own convolution kernels (CUDA's) serve
+    both."""
+    for backend, kernel in internal._kernel_overrides.items():
+        if backend.xp is xp:
+            return kernel(*args)
+    return None
+
+
 def _register_conv(nd: int):
     name = f"conv{nd}d"
 
@@ -406,7 +418,10 @@ def _register_conv(nd: int):
         s = conv_spec(name, nd, False, input, weight, bias, stride, padding, dilation, groups)
         _check_dtypes(name, nd, input, weight, bias)
         x = input if s.batched else input[None]
-        y = _conv_kernel(xp, x, weight, bias, s.stride, s.lo, s.dilation, s.groups, s.out)
+        args = (x, weight, bias, s.stride, s.lo, s.dilation, s.groups, s.out)
+        y = _overridden(_conv_nd, xp, args)
+        if y is None:
+            y = _conv_kernel(xp, *args)
         return y if s.batched else y[0]
 
     @conv.def_backward
@@ -442,8 +457,10 @@ def _register_conv_transpose(nd: int):
                       output_padding)
         _check_dtypes(name, nd, input, weight, bias)
         y = input if s.batched else input[None]
-        x = _conv_transpose_kernel(xp, y, weight, bias, s.stride, s.lo, s.dilation, s.groups,
-                                   s.out)
+        args = (y, weight, bias, s.stride, s.lo, s.dilation, s.groups, s.out)
+        x = _overridden(_conv_transpose_nd, xp, args)
+        if x is None:
+            x = _conv_transpose_kernel(xp, *args)
         return x if s.batched else x[0]
 
     @conv_t.def_backward

@@ -217,11 +217,13 @@ if BACKEND is not None and triton_installed():  # ember's Triton kernels as over
     from .pool import register as _register_pool
     from .reductions import register as _register_reductions
     from .rnn_cells import register as _register_cells
+    from .conv import register as _register_conv
     _register_rows(BACKEND)
     _register_channels(BACKEND)  # batch norm (channels.py), after the rows' _norm_backward
     _register_pool(BACKEND)  # 2-D max / average / adaptive average pooling (pool.py)
     _register_reductions(BACKEND)  # sum, mean, amax, max.dim, argmax, var, ... (reductions.py)
     _register_steps(BACKEND)  # fused Adam / SGD steps (optim.py)
     _register_cells(BACKEND)  # fused LSTM / GRU cells (rnn_cells.py)
+    _register_conv(BACKEND)  # implicit-GEMM 1-D / 2-D convolutions and their grads (conv.py)
     BACKEND.override("_to_copy", "kernel",  # dtype conversions: one generated kernel
                      lambda a, dtype: compiled_cast(BACKEND.xp, a, dtype))
