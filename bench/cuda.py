@@ -232,8 +232,11 @@ def main() -> None:
         print("\n## cuda: skipped (needs a GPU, ember's CUDA backend and a CUDA build of torch)")
         return
     print(f"\n{ember.cuda.get_device_name()}; torch {torch.__version__}")
-    torch.backends.cuda.matmul.allow_tf32 = False  # ember's float32 products are IEEE
-    torch.backends.cudnn.allow_tf32 = False  # cuDNN's convolutions and LSTM too
+    # both libraries at PyTorch's defaults, set explicitly: float32 matrix products in IEEE,
+    # float32 convolutions (cuDNN's; ember's implicit GEMM) in TensorFloat-32
+    for lib in (ember, torch):
+        lib.backends.cuda.matmul.allow_tf32 = False
+        lib.backends.cudnn.allow_tf32 = True
     rows = run("CUDA: ember vs torch on one GPU", cases(), [("ember", ember), ("torch", torch)],
                budget=1.0)
     _print_sdpa_tflops(rows)

@@ -53,10 +53,6 @@ KNOWN_CUDA: dict[str, str] = {
         "special functions are numpy's (backends/special.py): needs CUDA library kernels",
     "mvlgamma.mvlgamma_p_5":
         "special functions are numpy's (backends/special.py): needs CUDA library kernels",
-    "nn.functional.conv3d":
-        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
-    "nn.functional.conv_transpose3d":
-        "numpy-only kernel (host windows/as_strided): needs the backend's own conv/pool kernels",
     "nn.functional.pdist":
         "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
     "nn.functional.rrelu":
