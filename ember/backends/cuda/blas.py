@@ -203,8 +203,9 @@ def _lt_product(ga, gb, out, m, n, k, count, bias) -> bool:
             beta = 1
     blas_lt.run(p, device, a.data.ptr, b.data.ptr, out.data.ptr, beta,
                 None if vec is None else vec.data.ptr, cp.cuda.get_current_stream().ptr,
-                f"handle, {'T' if tb else 'N'}, {'T' if ta else 'N'}, n={n}, m={m}, k={k}, "
-                f"batch {count}, {dtype}{', bias epilogue' if vec is not None else ''}")
+                lambda: f"handle, {'T' if tb else 'N'}, {'T' if ta else 'N'}, n={n}, m={m}, "
+                        f"k={k}, batch {count}, {dtype}"
+                        f"{', bias epilogue' if vec is not None else ''}")
     return True
 
 

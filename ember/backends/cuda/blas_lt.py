@@ -128,8 +128,11 @@ _lock = threading.Lock()        # handles
 _plan_lock = threading.Lock()   # plans (making one takes _lock for the handle)
 
 
+_workspaces: dict = {}  # device -> the Lt workspace array
+
+
 def handle(device: int) -> tuple:
-    """The device's ``(Lt handle, workspace array)``, created once."""
+    """The device's ``(Lt handle, workspace address)``, created once."""
     h = _handles.get(device)
     if h is None:
         with _lock:
@@ -140,7 +143,8 @@ def handle(device: int) -> tuple:
                     hd = ctypes.c_void_p()
                     check(lib.cublasLtCreate(ctypes.byref(hd)), "cublasLtCreate")
                     workspace = cp.empty(WORKSPACE_BYTES, np.uint8)
-                h = _handles[device] = (hd, workspace)
+                _workspaces[device] = workspace  # kept alive; calls pass its address
+                h = _handles[device] = (hd, workspace.data.ptr)
     return h
 
 
@@ -156,11 +160,11 @@ def _set(setter, obj, attr: int, value, name: str) -> None:
 class Plan:
     """A product's cuBLASLt descriptors and chosen algorithm (owned; freed with the plan)."""
 
-    __slots__ = ("desc", "a", "b", "c", "algo", "scalar", "bias", "lock")
+    __slots__ = ("desc", "a", "b", "c", "algo", "scalar", "bias", "lock", "refs")
 
     def __init__(self, desc, scalar, bias: bool):
         self.desc, self.a, self.b, self.c = desc, None, None, None
-        self.algo, self.scalar, self.bias = None, scalar, bias
+        self.algo, self.scalar, self.bias, self.refs = None, scalar, bias, None
         self.lock = threading.Lock()
 
     def free(self, lib) -> None:
@@ -262,6 +266,9 @@ def _make_plan(device, dtype, compute, m, n, k, count, a_op, b_op, aligns, bias_
         p.algo = MatmulAlgo()
         ctypes.memmove(ctypes.byref(p.algo), ctypes.byref(result.algo),
                        ctypes.sizeof(MatmulAlgo))
+        # what every call passes by reference, made once: alpha 1, beta 0 or 1, the algorithm
+        p.refs = (ctypes.byref(scalar(1)), (ctypes.byref(scalar(0)), ctypes.byref(scalar(1))),
+                  ctypes.byref(p.algo))
         return p
     except BaseException:
         p.free(lib)
@@ -272,25 +279,25 @@ def _make_plan(device, dtype, compute, m, n, k, count, a_op, b_op, aligns, bias_
 
 
 def run(p: Plan, device: int, a_ptr: int, b_ptr: int, out_ptr: int, beta: int,
-        bias_ptr: int | None, stream_ptr: int, what: str) -> None:
+        bias_ptr: int | None, stream_ptr: int, what) -> None:
     """``out = op(b^T) op(a^T) [+ bias] [+ out]`` in column-major terms, by a plan of
-    ``plan``; ``beta`` (0 or 1) adds the output's current values (a copy of the bias)."""
+    ``plan``; ``beta`` (0 or 1) adds the output's current values (a copy of the bias);
+    ``what`` (a string, or a function making one) names the call in an error."""
     lib = library()
     hd, workspace = handle(device)
-    alpha, c_scale = p.scalar(1), p.scalar(beta)
+    alpha, betas, algo = p.refs
     if p.bias:
         with p.lock:  # the bias pointer lives in the shared descriptor
             _set(lib.cublasLtMatmulDescSetAttribute, p.desc, DESC_BIAS_POINTER,
                  ctypes.c_void_p(bias_ptr), "cublasLtMatmulDescSetAttribute(BIAS_POINTER)")
-            status = lib.cublasLtMatmul(hd, p.desc, ctypes.byref(alpha), b_ptr, p.a, a_ptr, p.b,
-                                        ctypes.byref(c_scale), out_ptr, p.c, out_ptr, p.c,
-                                        ctypes.byref(p.algo), workspace.data.ptr,
+            status = lib.cublasLtMatmul(hd, p.desc, alpha, b_ptr, p.a, a_ptr, p.b, betas[beta],
+                                        out_ptr, p.c, out_ptr, p.c, algo, workspace,
                                         WORKSPACE_BYTES, stream_ptr)
         STATS["lt_bias"] += 1
     else:
-        status = lib.cublasLtMatmul(hd, p.desc, ctypes.byref(alpha), b_ptr, p.a, a_ptr, p.b,
-                                    ctypes.byref(c_scale), out_ptr, p.c, out_ptr, p.c,
-                                    ctypes.byref(p.algo), workspace.data.ptr, WORKSPACE_BYTES,
-                                    stream_ptr)
-    check(status, f"cublasLtMatmul({what})")
+        status = lib.cublasLtMatmul(hd, p.desc, alpha, b_ptr, p.a, a_ptr, p.b, betas[beta],
+                                    out_ptr, p.c, out_ptr, p.c, algo, workspace,
+                                    WORKSPACE_BYTES, stream_ptr)
+    if status:  # the message only where it is needed (formatting it costs microseconds)
+        check(status, f"cublasLtMatmul({what() if callable(what) else what})")
     STATS["lt"] += 1
