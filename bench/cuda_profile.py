@@ -59,11 +59,16 @@ def profile(lib_name: str, build, top: int) -> None:
         lib.cuda.synchronize()
         wall = (time.perf_counter() - t0) / STEPS
     kernels = collections.defaultdict(lambda: [0.0, 0])
+    api = collections.defaultdict(lambda: [0.0, 0])  # CUDA runtime / driver calls on the host
     for ev in prof.events():
         if ev.device_type == torch.autograd.DeviceType.CUDA:
             k = kernels[ev.name]
             k[0] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
             k[1] += 1
+        elif ev.name.startswith(("cuda", "cu")) and not ev.name.startswith("cudnn"):
+            a = api[ev.name]
+            a[0] += ev.cpu_time_total
+            a[1] += 1
     gpu_us = sum(v[0] for v in kernels.values()) / STEPS
     launches = sum(v[1] for v in kernels.values()) / STEPS
     idle = max(0.0, wall * 1e3 - gpu_us / 1e3)
@@ -71,6 +76,9 @@ def profile(lib_name: str, build, top: int) -> None:
           f"ms/step ({launches:.0f} launches/step; GPU idle {idle:.1f} ms)")
     rows = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:top]
     for name, (us, n) in rows:
+        print(f"  {us / STEPS / 1e3:8.3f} ms  {n / STEPS:6.0f}x  {_short(name)}")
+    print("  -- host time in CUDA API calls (a synchronising call waits for the GPU there)")
+    for name, (us, n) in sorted(api.items(), key=lambda kv: -kv[1][0])[:12]:
         print(f"  {us / STEPS / 1e3:8.3f} ms  {n / STEPS:6.0f}x  {_short(name)}")
     del step, state
     gc.collect()

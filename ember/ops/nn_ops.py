@@ -164,7 +164,7 @@ def _(ctx, g):
     return gx, gw, gb
 
 
-@op("_linear_backward", method=False, function=False, out=False)
+@op("_linear_backward", method=False, function=False, out=False, differentiable=False)
 def _linear_backward(xp, grad_output: "Tensor", input: "Tensor", weight: "Tensor", need_input,
                      need_weight):
     """linear's input and weight gradients for ``grad_output`` as (rows, out features): the
