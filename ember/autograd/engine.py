@@ -198,14 +198,15 @@ class OpNode(Node):
     def apply(self, grads):
         if self.freed:
             raise RuntimeError(_FREED)
+        op = self.op
         if len(grads) != 1 or grads[0] is None:
             ref = next(g for g in grads if g is not None)
+            optional = op.optional_grads  # (a norm's statistics: the rule takes None)
             for k, g in enumerate(grads):
                 m = self.out_meta[k]
-                if g is None and m is not None and m[1].kind in "fc":
+                if g is None and m is not None and m[1].kind in "fc" and k not in optional:
                     grads[k] = z = ref.new_zeros(m[0], dtype=m[1])
                     z._unused_grad = True  # a fill, not a gradient (see ops/normalization.py)
-        op = self.op
         res = op.backward(_Ctx(self), *grads)
         if self.simple:  # the common case: one gradient per input, in order
             if not isinstance(res, (tuple, list)):

@@ -229,6 +229,11 @@ def _(ctx, g, g_mean=None, g_rstd=None):
     return gx, gw, gb
 
 
+# their rules take None for the statistics' gradients where nothing used them (the engine's
+# zero fill, a whole-tensor allocation per norm, skipped)
+native_layer_norm.optional_grads = frozenset((1, 2))
+
+
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5,
                cudnn_enable: bool = True) -> Tensor:
@@ -263,6 +268,9 @@ def _(ctx, g, g_rstd=None):
     if w is not None and ctx.needs_input_grad[1]:
         gw = _sum_over(g * xhat, tuple(range(x.ndim - k)))
     return gx, gw
+
+
+_fused_rms_norm.optional_grads = frozenset((1,))
 
 
 @takes_tensors("input", "weight?")
@@ -312,6 +320,9 @@ def _(ctx, g, g_mean=None, g_rstd=None):
     if need_b:
         gb = g3.sum((0, 2))
     return gx, gw, gb
+
+
+native_group_norm.optional_grads = frozenset((1, 2))
 
 
 def _unsqueezed(g):
@@ -416,6 +427,9 @@ def _(ctx, g, g_mean=None, g_invstd=None):
     if need_b:
         gb = g.sum(axes)
     return gx, gw, gb, None, None
+
+
+native_batch_norm.optional_grads = frozenset((1, 2))
 
 
 @takes_tensors("input", "weight?", "bias?", "running_mean?", "running_var?")

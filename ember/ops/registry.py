@@ -82,6 +82,7 @@ def call_as_operator(op: OpDef, self, other):
 
 class OpDef:
     """One entry of the op table. See the module docstring for the conventions."""
+    optional_grads = frozenset()  # outputs whose unused gradient the rule takes as None
 
     def __init__(self, name, impl, *, tags=(), promote=None, promote_args=None, saves=(),
                  save_output=False, differentiable=True, method=True, function=True,
@@ -89,8 +90,7 @@ class OpDef:
                  decomposition=None, view=False, grad_name=None, out_dtype=None,
                  out_exact=False, nondiff_outputs=()):
         self.name = name
-        # nondiff_outputs: outputs with no gradient (PyTorch's ``output_differentiability``):
-        # no grad_fn, and the backward rule receives None for them rather than zeros
+        # nondiff_outputs: outputs with no gradient (no grad_fn; the rule gets None for them)
         self.nondiff_outputs = frozenset(nondiff_outputs)
         # out_exact: an out= tensor must have the result's dtype (PyTorch's matmul, max.dim...);
         # True, or the op's own message rule (see ``out_dtype_message``)
