@@ -191,16 +191,25 @@ def _weight_for(w, dim):
     return packed.transpose([order.index(a) for a in range(4)])
 
 
-# ---------------------------------------------------------------------- forward
-def _conv_nd(input, weight, bias, stride, padding, dilation, groups, out_size):
-    """``_conv_nd``: (N, C, *S) x (O, C/groups, *K) -> (N, O, *out_size)."""
+def _geometry(input, weight, bias, stride, padding, dilation, groups, out_size):
+    """A 1-D / 2-D convolution's operands and geometry as 2-D: ``(input, weight, stride,
+    padding, dilation, out_size)`` (pairs), or None where these kernels do not take it."""
     nd = len(out_size)
     if not _covered([input, weight, bias], nd) or 0 in out_size or \
             _depthwise(weight, groups, stride):
         return None
-    x, w = _as2d(input, nd), _as2d(weight, nd)
-    (sth, stw), (ph, pw) = _pair(stride, nd, 1), _pair(padding, nd, 0)
-    (dh, dw), (oh, ow) = _pair(dilation, nd, 1), _pair(out_size, nd, 1)
+    return (_as2d(input, nd), _as2d(weight, nd), _pair(stride, nd, 1), _pair(padding, nd, 0),
+            _pair(dilation, nd, 1), _pair(out_size, nd, 1))
+
+
+# ---------------------------------------------------------------------- forward
+def _conv_nd(input, weight, bias, stride, padding, dilation, groups, out_size):
+    """``_conv_nd``: (N, C, *S) x (O, C/groups, *K) -> (N, O, *out_size)."""
+    nd = len(out_size)
+    g = _geometry(input, weight, bias, stride, padding, dilation, groups, out_size)
+    if g is None:
+        return None
+    x, w, (sth, stw), (ph, pw), (dh, dw), (oh, ow) = g
     n, _, h, wd = x.shape
     o, cg, kh, kw = w.shape
     og = o // groups
@@ -227,12 +236,10 @@ def _conv_transpose_nd(input, weight, bias, stride, padding, dilation, groups, o
     """``_conv_transpose_nd``: (N, O, *Y) x (O, C/groups, *K) -> (N, C, *out_size), the
     adjoint of ``_conv_nd`` in its input."""
     nd = len(out_size)
-    if not _covered([input, weight, bias], nd) or 0 in out_size or \
-            _depthwise(weight, groups, stride):
+    g = _geometry(input, weight, bias, stride, padding, dilation, groups, out_size)
+    if g is None:
         return None
-    yv, w = _as2d(input, nd), _as2d(weight, nd)
-    (sth, stw), (ph, pw) = _pair(stride, nd, 1), _pair(padding, nd, 0)
-    (dh, dw), (h, wd) = _pair(dilation, nd, 1), _pair(out_size, nd, 1)
+    yv, w, (sth, stw), (ph, pw), (dh, dw), (h, wd) = g
     n, o, oh, ow = yv.shape
     cg, kh, kw = w.shape[1:]
     og = o // groups
