@@ -122,6 +122,8 @@ def host_steps(name: str, build, top: int) -> None:
     for _ in range(STEPS):
         step()
     prof.disable()
+    if os.environ.get("BENCH_PSTATS_DIR"):
+        prof.dump_stats(os.path.join(os.environ["BENCH_PSTATS_DIR"], f"{name}.pstats"))
     print(f"\n## host profile of ember's {name} step ({STEPS} steps)")
     stats = pstats.Stats(prof)
     stats.sort_stats("tottime").print_stats(top)

@@ -164,6 +164,7 @@ def emulated(monkeypatch):
     monkeypatch.setattr(blas_lt, "library", lambda: lt)
     monkeypatch.setattr(blas_lt, "_handles", {})
     monkeypatch.setattr(blas_lt, "_plans", {})
+    monkeypatch.setattr(blas, "_GEOMETRY", {})
     monkeypatch.setattr(blas_lt, "WORKSPACE_BYTES", 1 << 10)
 
     def no_fallback(*args, **kwargs):
@@ -247,6 +248,26 @@ def test_plans_are_cached_and_the_bias_pointer_follows(emulated):
     blas.matmul(a, w.T, out=out)
     blas.matmul(a, w.T, out=out)
     assert len(blas_lt._plans) == 2 and blas_lt.STATS["heuristics"] - before == 2
+
+
+def test_a_layout_is_worked_out_once(emulated):
+    """The argument work of a product (broadcasting, layouts, the bias check) is cached per
+    layout: later calls with other data of that layout reuse it; a layout cuBLAS cannot read
+    in place (a strided row) is remembered as one for the general path, which copies."""
+    cp, lt = emulated
+    w = _arr(cp, (6, 4), np.float32, 1)
+    bias = _arr(cp, (6,), np.float32, 2)
+    for seed in range(3):
+        a = _arr(cp, (2, 8, 4), np.float32, 10 + seed)
+        got = blas.matmul(a, w.T, bias=bias)
+        np.testing.assert_allclose(got, _want(a, w.T, bias), rtol=1e-5, atol=1e-5)
+    assert len(blas._GEOMETRY) == 1 and len(lt.calls) == 3
+    assert lt.calls[-1]["d"]["cols"] == 16  # the batch folded into one tall product
+    strided = _arr(cp, (8, 8), np.float32, 3)[:, ::2]
+    for _ in range(2):
+        np.testing.assert_allclose(blas.matmul(strided, w.T), _want(strided, w.T), rtol=1e-5,
+                                   atol=1e-5)
+    assert [bool(g) for g in blas._GEOMETRY.values()] == [True, False]
 
 
 def test_k_zero_and_empty(emulated):

@@ -141,13 +141,13 @@ def _tensors(args: tuple, kwargs: dict):
 
 
 def _on(t: Tensor, device: str) -> bool:
-    return t.device.type == device
+    return t._backend.name == device  # the backend's name is its device type
 
 
 def _eligible(t: Tensor, device: str) -> bool:
     """A tensor autocast may cast: floating point but not float64, on the region's device type."""
     dt = t._dtype
-    return dt.is_floating_point and dt is not D.float64 and t.device.type == device
+    return dt.is_floating_point and dt is not D.float64 and t._backend.name == device
 
 
 def _widest(device: str, dtype, args: tuple, kwargs: dict):

@@ -94,14 +94,13 @@ def linear(xp, input: "Tensor", weight: "Tensor", bias: "Tensor?" = None):
     if bias is not None:
         _check_bias(bias.shape, bias.dtype, out_shape, input.dtype)
     k = input.shape[-1]
-    x2 = input.reshape(_prod(input.shape[:-1]), k)
-    w = weight.reshape(_prod(weight.shape[:-1]), k).T
+    x2 = input if input.ndim == 2 else input.reshape(_prod(input.shape[:-1]), k)
+    w = (weight if weight.ndim == 2 else weight.reshape(_prod(weight.shape[:-1]), k)).T
     matmul = xp.matmul
     dt = input.dtype
     if getattr(matmul, "widens_half", False) and (dt.kind == "f" or dt in _HALF16) and \
             weight.ndim == 2:
-        b = None if bias is None else xp.broadcast_to(bias, (x2.shape[0], w.shape[1]))
-        y = matmul(x2, w, bias=b)
+        y = matmul(x2, w, bias=bias)  # the backend's product broadcasts the bias
         return y if y.shape == out_shape else y.reshape(out_shape)  # no view of itself
     low = dt in LOW_PRECISION
     if low:

@@ -77,13 +77,11 @@ def handle(device: int) -> ctypes.c_void_p:
     return h[0]
 
 
-def _as_gemm_operand(a):
-    """``(array, transposed, leading dimension, batch stride)`` of a batch of matrices whose
-    last two dims cuBLAS can read in place (copied to C order where it cannot)."""
-    item = a.itemsize
-    rows, cols = a.shape[-2:]
-    s_row, s_col = a.strides[-2:]
-    batch = a.shape[:-2]
+def _gemm_layout(shape: tuple, strides: tuple, item: int):
+    """``(transposed, leading dimension, batch stride)`` of a batch of matrices of this shape
+    and these byte strides that cuBLAS reads in place; None where it needs a C-order copy."""
+    rows, cols = shape[-2:]
+    s_row, s_col = strides[-2:]
     # a dimension of size 1 may have any stride (numpy and CuPy call such arrays contiguous
     # whatever it is, so a copy would not change it)
     if (s_col == item or cols == 1) and (s_row == cols * item or rows == 1):
@@ -91,27 +89,89 @@ def _as_gemm_operand(a):
     elif (s_row == item or rows == 1) and (s_col == rows * item or cols == 1):
         trans, ld = True, max(rows, 1)
     else:
-        a = cupy().ascontiguousarray(a)
-        return _as_gemm_operand(a)
+        return None
     # the batch dims must be one stride apart: collapse them, else copy
-    strides = [s for n, s in zip(batch, a.strides[:-2]) if n != 1]
-    sizes = [n for n in batch if n != 1]
-    if not sizes:
-        return a, trans, ld, 0
-    if all(s == 0 for s in strides):
-        return a, trans, ld, 0
-    for j in range(len(sizes) - 1):
-        if strides[j] != strides[j + 1] * sizes[j + 1]:
-            return _as_gemm_operand(cupy().ascontiguousarray(a))
-    if strides[-1] % item:
-        return _as_gemm_operand(cupy().ascontiguousarray(a))
-    return a, trans, ld, strides[-1] // item
+    batch = [(n, s) for n, s in zip(shape[:-2], strides[:-2]) if n != 1]
+    if not batch or all(s == 0 for _, s in batch):
+        return trans, ld, 0
+    for (_, s), (n_next, s_next) in zip(batch, batch[1:]):
+        if s != s_next * n_next:
+            return None
+    if batch[-1][1] % item:
+        return None
+    return trans, ld, batch[-1][1] // item
+
+
+def _as_gemm_operand(a):
+    """``(array, transposed, leading dimension, batch stride)`` of a batch of matrices whose
+    last two dims cuBLAS can read in place (copied to C order where it cannot)."""
+    layout = _gemm_layout(a.shape, a.strides, a.itemsize)
+    if layout is None:
+        a = cupy().ascontiguousarray(a)
+        layout = _gemm_layout(a.shape, a.strides, a.itemsize)
+    return (a, *layout)
+
+
+# (shapes, strides, dtypes and bias layout of a product) -> its cuBLASLt geometry, or False
+# where the general path must run (operand copies, a bias that is no row vector, empty)
+_GEOMETRY: dict = {}
+
+
+def _geometry(a, b, bias):
+    """``(result shape, m, n, k, count, a's layout, b's layout)`` of ``a @ b [+ bias]`` where
+    cuBLASLt reads both operands in place and the bias is a row vector for its epilogue (the
+    batch folded into the rows where it can be); else False. Computed once per key."""
+    if a.ndim < 2 or b.ndim < 2 or a.dtype != b.dtype or a.dtype not in TYPES:
+        return False
+    (m, k), (k2, n) = a.shape[-2:], b.shape[-2:]
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        return False  # the general path raises the error
+    count = 1
+    for s in batch:
+        count *= s
+    shape = (*batch, m, n)
+    if k != k2 or not (count and m and n and k) or (
+            bias is not None and _bias_vector(bias, shape, a.dtype) is None):
+        return False
+    cp = cupy()
+    la = cp.broadcast_to(a, (*batch, m, k))
+    lb = cp.broadcast_to(b, (*batch, k, n))
+    la, lb = _gemm_layout(la.shape, la.strides, a.itemsize), \
+        _gemm_layout(lb.shape, lb.strides, b.itemsize)
+    if la is None or lb is None:
+        return False
+    m, count, la = _fold(m, count, la, lb)
+    return shape, m, n, k, count, la, lb
+
+
+def _fold(m: int, count: int, la: tuple, lb: tuple) -> tuple:
+    """One tall product for one ``b`` and a batch of row-major ``a``'s whose rows follow one
+    another: ``(m, count, a's layout)`` after folding."""
+    ta, lda, sa = la
+    if count > 1 and lb[2] == 0 and not ta and sa == m * lda:
+        return m * count, 1, (ta, lda, 0)
+    return m, count, la
 
 
 def matmul(a, b, out=None, bias=None):
-    """``a @ b`` (numpy's matmul semantics) on CuPy arrays; ``bias`` (of the result's shape,
-    broadcast views welcome) is added in the product's float32 accumulator, so a half-precision
-    ``a @ b + bias`` rounds once, as PyTorch's addmm."""
+    """``a @ b`` (numpy's matmul semantics) on CuPy arrays; ``bias`` (broadcastable to the
+    result) is added in the product's float32 accumulator, so a half-precision ``a @ b + bias``
+    rounds once, as PyTorch's addmm."""
+    if out is None:  # the common case, its argument work cached per layout
+        key = (a.shape, a.strides, b.shape, b.strides, a.dtype, b.dtype,
+               None if bias is None else (bias.shape, bias.strides, bias.dtype))
+        g = _GEOMETRY.get(key)
+        if g is None:
+            if len(_GEOMETRY) > 4096:
+                _GEOMETRY.clear()
+            g = _GEOMETRY[key] = _geometry(a, b, bias)
+        if g:
+            out = cupy().empty(g[0], a.dtype)
+            if _lt_run(g[1:], a.data.ptr, b.data.ptr, out, bias):
+                return out
+            _GEOMETRY[key] = False  # no cuBLASLt algorithm: the general path from now on
     cp = cupy()
     if a.dtype != b.dtype or a.dtype not in TYPES or a.ndim == 0 or b.ndim == 0:
         r = cp.matmul(a, b) if out is None else cp.matmul(a, b, out=out)
@@ -160,12 +220,12 @@ def _compute_type(dtype) -> int:
     return compute
 
 
-def _bias_vector(bias, out):
+def _bias_vector(bias, shape: tuple, dtype):
     """The bias as a packed row of ``n`` values broadcast over the result's rows (and batch),
     the case cuBLASLt adds in its epilogue; else None."""
-    if bias is None or bias.dtype != out.dtype:
+    if bias is None or bias.dtype != dtype:
         return None
-    bias = cupy().broadcast_to(bias, out.shape)
+    bias = cupy().broadcast_to(bias, shape)
     if any(s != 0 and d != 1 for s, d in zip(bias.strides[:-1], bias.shape[:-1])):
         return None
     if bias.strides[-1] != bias.itemsize and bias.shape[-1] != 1:
@@ -173,40 +233,49 @@ def _bias_vector(bias, out):
     return bias
 
 
-def _lt_product(ga, gb, out, m, n, k, count, bias) -> bool:
-    """The product through cuBLASLt (blas_lt.py), the bias in its epilogue where it is a row
-    vector; False (nothing written) where cuBLASLt has no algorithm for it."""
-    if not out.flags.c_contiguous:
-        return False
+def _lt_run(g: tuple, a_ptr: int, b_ptr: int, out, bias, beta: int = 0) -> bool:
+    """``out [+]= a @ b [+ bias]`` through cuBLASLt (blas_lt.py) for a geometry ``(m, n, k,
+    count, a's layout, b's layout)``, ``bias`` (or None) a row vector added in the epilogue;
+    False (nothing written) where cuBLASLt has no algorithm for it."""
+    m, n, k, count, (ta, lda, sa), (tb, ldb, sb) = g
     cp = cupy()
-    a, ta, lda, sa = ga
-    b, tb, ldb, sb = gb
-    if count > 1 and sb == 0 and not ta and sa == m * lda:
-        # one b for a batch of row-major a's whose rows follow one another: one tall product
-        m, count, sa = m * count, 1, 0
-    dtype, compute = out.dtype, _compute_type(out.dtype)
+    dtype = out.dtype
     device = cp.cuda.runtime.getDevice()
-    a_op, b_op = (a.data.ptr, ta, lda, sa), (b.data.ptr, tb, ldb, sb)
-    vec = _bias_vector(bias, out)
-    p = None
-    if vec is not None:
-        p = blas_lt.plan(device, dtype, compute, m, n, k, count, a_op, b_op, out.data.ptr,
-                         vec.data.ptr)
-    beta = 0
+    out_ptr = out.data.ptr
+    bias_ptr = None if bias is None else bias.data.ptr
+    p = blas_lt.plan(device, dtype, _compute_type(dtype), m, n, k, count, (a_ptr, ta, lda, sa),
+                     (b_ptr, tb, ldb, sb), out_ptr, bias_ptr)
     if p is None:
-        vec = None
-        p = blas_lt.plan(device, dtype, compute, m, n, k, count, a_op, b_op, out.data.ptr, None)
-        if p is None:
-            return False
-        if bias is not None:
-            out[...] = bias
-            beta = 1
-    blas_lt.run(p, device, a.data.ptr, b.data.ptr, out.data.ptr, beta,
-                None if vec is None else vec.data.ptr, cp.cuda.get_current_stream().ptr,
+        return False
+    blas_lt.run(p, device, a_ptr, b_ptr, out_ptr, beta, bias_ptr,
+                cp.cuda.get_current_stream().ptr,
                 lambda: f"handle, {'T' if tb else 'N'}, {'T' if ta else 'N'}, n={n}, m={m}, "
                         f"k={k}, batch {count}, {dtype}"
-                        f"{', bias epilogue' if vec is not None else ''}")
+                        f"{', bias epilogue' if bias is not None else ''}")
     return True
+
+
+def _lt_product(ga, gb, out, m, n, k, count, bias) -> bool:
+    """The product of operands laid out for cuBLAS (``_as_gemm_operand``) through cuBLASLt,
+    the bias in its epilogue where it is a row vector, else copied into ``out`` first (beta
+    1); False (nothing written) where cuBLASLt has no algorithm for it."""
+    if not out.flags.c_contiguous:
+        return False
+    a, b = ga[0], gb[0]
+    m, count, la = _fold(m, count, ga[1:], gb[1:])
+    g = (m, n, k, count, la, gb[1:])
+    vec = _bias_vector(bias, out.shape, out.dtype)
+    if vec is not None and _lt_run(g, a.data.ptr, b.data.ptr, out, vec):
+        return True
+    # no bias, or one the epilogue cannot add: written first, then added by beta 1
+    if bias is None:
+        return _lt_run(g, a.data.ptr, b.data.ptr, out, None)
+    if blas_lt.plan(cupy().cuda.runtime.getDevice(), out.dtype, _compute_type(out.dtype), m,
+                    n, k, count, (a.data.ptr, *la), (b.data.ptr, *gb[1:]), out.data.ptr,
+                    None) is None:
+        return False
+    out[...] = bias
+    return _lt_run(g, a.data.ptr, b.data.ptr, out, None, beta=1)
 
 
 def _gemm(ga, gb, c, m, n, k, count, beta=0) -> None:
