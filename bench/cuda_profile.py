@@ -60,8 +60,10 @@ def profile(lib_name: str, build, top: int) -> None:
         wall = (time.perf_counter() - t0) / STEPS
     kernels = collections.defaultdict(lambda: [0.0, 0])
     api = collections.defaultdict(lambda: [0.0, 0])  # CUDA runtime / driver calls on the host
+    spans = []  # (start, end, name) of each kernel, in microseconds
     for ev in prof.events():
         if ev.device_type == torch.autograd.DeviceType.CUDA:
+            spans.append((ev.time_range.start, ev.time_range.end, ev.name))
             k = kernels[ev.name]
             k[0] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
             k[1] += 1
@@ -77,12 +79,33 @@ def profile(lib_name: str, build, top: int) -> None:
     rows = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:top]
     for name, (us, n) in rows:
         print(f"  {us / STEPS / 1e3:8.3f} ms  {n / STEPS:6.0f}x  {_short(name)}")
+    _print_gaps(spans, top)
     print("  -- host time in CUDA API calls (a synchronising call waits for the GPU there)")
     for name, (us, n) in sorted(api.items(), key=lambda kv: -kv[1][0])[:12]:
         print(f"  {us / STEPS / 1e3:8.3f} ms  {n / STEPS:6.0f}x  {_short(name)}")
     del step, state
     gc.collect()
     lib.cuda.empty_cache()
+
+
+def _print_gaps(spans: list, top: int) -> None:
+    """Where the GPU waited for the host: the idle time before each kernel (the host was late
+    issuing it), summed by the names of the kernels on either side of the gap."""
+    spans.sort()
+    gaps = collections.defaultdict(lambda: [0.0, 0])
+    total, busy_until, prev = 0.0, None, None
+    for start, end, name in spans:
+        if busy_until is not None and start > busy_until:
+            g = gaps[(_short(prev, 40), _short(name, 40))]
+            g[0] += start - busy_until
+            g[1] += 1
+            total += start - busy_until
+        busy_until = end if busy_until is None else max(busy_until, end)
+        prev = name
+    print(f"  -- GPU idle between kernels: {total / STEPS / 1e3:.2f} ms/step, by the kernels "
+          f"around the gap (after -> before)")
+    for (a, b), (us, n) in sorted(gaps.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"  {us / STEPS / 1e3:8.3f} ms  {n / STEPS:6.0f}x  {a} -> {b}")
 
 
 def host_profile(top: int) -> None:

@@ -541,7 +541,7 @@ def _(ctx, g):
     dt = ctx.self.dtype
     if g.is_complex() and not dt.is_complex:
         g = g.real  # the gradient of a real input is the real part
-    return g.to(dt)
+    return g if g._dtype is dt else _to_copy(g, dt)  # g.to(dt), without its parsing
 
 
 @op(method=False, function=False, out=False, grad_name="ToCopyBackward0")

@@ -68,8 +68,8 @@ class Adam(Optimizer):
                     # in float32, rounded once, as PyTorch's fused step), else numpy's
                     q = (p, g, m, v) + ((state["max_exp_avg_sq"],) if amsgrad else ())
                     fused = p._backend.fused_step("adam")
-                    if fused is not None and fused.fits(*(x._data for x in q)):
-                        one_pass.setdefault((fused, p.dtype, t), []).append(q)
+                    if fused is not None and fused.fits(*[x._data for x in q]):
+                        one_pass.setdefault((fused, p._dtype, t), []).append(q)
                         continue
                     if p.dtype in (D.float32, D.float64):
                         _fused_update(p, g, m, v, state.get("max_exp_avg_sq"), t, lr, beta1,
@@ -94,11 +94,12 @@ class Adam(Optimizer):
                 # C, one pass over each parameter; backends/cpu_kernels.py; CUDA's: one
                 # Triton launch, backends/cuda/optim.py); weight decay 0: none, 1: decoupled,
                 # 2: L2; with amsgrad each tuple ends with max_exp_avg_sq
-                fused([tuple(x._data for x in q) for q in items], maximize,
+                fused([tuple([x._data for x in q]) for q in items], maximize,
                       0 if wd == 0 else 1 if decoupled else 2, 1 - lr * wd, wd, beta1, beta2,
                       (1 - beta2 ** t) ** 0.5, eps, -(lr / (1 - beta1 ** t)))
                 for q in items:
-                    for x in (q[0],) + q[2:]:
+                    q[0]._bump()
+                    for x in q[2:]:
                         x._bump()
 
 

@@ -48,26 +48,35 @@ def _device(a):
 
 def fits(p, g, *state) -> bool:
     """Whether a parameter's arrays go into a fused step: one array type, device, float dtype
-    and shape; C-contiguous, 16-byte aligned (the kernels load vectors), not overlapping."""
-    arrays = (p, g) + state
+    and shape; C-contiguous, 16-byte aligned (the kernels load vectors), not overlapping.
+    (Once per parameter and step: written out, without generators.)"""
     kind, dtype, shape = type(p), p.dtype, p.shape
-    if dtype not in _FLOATS or not all(
-            type(a) is kind and a.dtype == dtype and a.shape == shape and
-            a.flags.c_contiguous for a in arrays):
+    if dtype not in _FLOATS:
         return False
+    arrays = (p, g) + state
+    for a in arrays:
+        if type(a) is not kind or a.dtype != dtype or a.shape != shape or \
+                not a.flags.c_contiguous:
+            return False
     if kind is np.ndarray:
-        if not all(a.flags.writeable for a in (p,) + state):
-            return False
+        for a in (p,) + state:
+            if not a.flags.writeable:
+                return False
     else:
-        dev = p.device.id
-        if any(a.device.id != dev for a in arrays):
-            return False
+        dev = p.data.device_id
+        for a in arrays:
+            if a.data.device_id != dev:
+                return False
     if p.size == 0:
         return True
     n = p.nbytes
-    starts = sorted(_address(a) for a in arrays)
-    return all(lo % 16 == 0 for lo in starts) and \
-        all(a + n <= b for a, b in zip(starts, starts[1:]))
+    starts = sorted([_address(a) for a in arrays])
+    prev = None
+    for lo in starts:
+        if lo % 16 or (prev is not None and prev + n > lo):
+            return False
+        prev = lo
+    return True
 
 
 def _table(items):
@@ -76,8 +85,11 @@ def _table(items):
     items = [q for q in items if q[0].size]
     if not items:
         return None
-    key = (_device(items[0][0]), BLOCK, ITERS,
-           tuple((q[0].size,) + tuple(_address(a) for a in q) for q in items))
+    if type(items[0][0]) is np.ndarray:
+        rows = tuple((q[0].size, *[_address(a) for a in q]) for q in items)
+    else:
+        rows = tuple((q[0].size, *[a.data.ptr for a in q]) for q in items)
+    key = (_device(items[0][0]), BLOCK, ITERS, rows)
     hit = _TABLES.get(key)
     if hit is not None:
         return hit

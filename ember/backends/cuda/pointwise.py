@@ -57,6 +57,8 @@ def compile(defn, xp):
             elif t in NUMBERS:
                 numbers = True
                 key.append(t)  # passed at launch
+            elif t is D.dtype:
+                key.append(a)  # (a cast's target: ember's dtypes are singletons)
             else:
                 key.append((t, repr(a)))
         if numbers and f64:  # numbers beside float64 are compiled in: their values count
@@ -76,7 +78,10 @@ def compile(defn, xp):
             if ready is not None and not passed:
                 # the plan's prepared launcher: every address 16-byte aligned, on its device
                 ptrs = [a.data.ptr for a in arrays]
-                if not any(p & 15 for p in ptrs) and adapter.current_device() == ready[0]:
+                bits = 0
+                for p in ptrs:
+                    bits |= p
+                if not bits & 15 and adapter.current_device() == ready[0]:
                     ready[1](adapter.current_stream(), *ptrs, *tail)
                     return out
             args = adapter.pointers(arrays)

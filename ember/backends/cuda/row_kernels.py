@@ -304,3 +304,28 @@ def layer_norm_bwd(g_ptr, x_ptr, w_ptr, mean_ptr, rstd_ptr, dx_ptr, dw_ptr, db_p
                 if NEED_B:
                     p = db_ptr + part + c
                     tl.store(p, tl.load(p, mask=mask, other=0.0) + g, mask=mask)
+
+
+@triton.jit
+def partial_sums(dw_ptr, db_ptr, ow_ptr, ob_ptr, rows, n, NEED_W: tl.constexpr,
+                 NEED_B: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """The column sums of the backward's [rows, n] partials dw and db (in ACC), each rounded
+    once to its output's dtype; a program owns BLOCK_C columns and walks the rows in order,
+    so the sums come out the same from run to run."""
+    c = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    cmask = c < n
+    r0 = tl.arange(0, BLOCK_R)
+    sw = tl.zeros([BLOCK_R, BLOCK_C], dw_ptr.dtype.element_ty)
+    sb = sw
+    for start in range(0, rows, BLOCK_R):
+        r = start + r0
+        off = r.to(tl.int64)[:, None] * n + c[None, :]
+        mask = (r < rows)[:, None] & cmask[None, :]
+        if NEED_W:
+            sw += tl.load(dw_ptr + off, mask=mask, other=0.0)
+        if NEED_B:
+            sb += tl.load(db_ptr + off, mask=mask, other=0.0)
+    if NEED_W:
+        tl.store(ow_ptr + c, tl.sum(sw, 0).to(ow_ptr.dtype.element_ty), mask=cmask)
+    if NEED_B:
+        tl.store(ob_ptr + c, tl.sum(sb, 0).to(ob_ptr.dtype.element_ty), mask=cmask)

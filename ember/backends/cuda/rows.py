@@ -30,6 +30,7 @@ from .runtime import cupy
 _FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64, D.bfloat16.np))
 _F64 = np.dtype(np.float64)
 TILE = 8192  # elements of one program's block (4096 in float64)
+PARTIAL_ROWS, PARTIAL_COLUMNS = 64, 64  # the tile of the norm backward's partial sums
 STATS = {"launches": 0}
 
 
@@ -210,8 +211,8 @@ def _norm_forward(center: bool, input, normalized_shape, weight, bias, eps):
     mean = xp.empty(rows, stat_dt) if center else rstd
     tile = TILE // 2 if f64 else TILE
     block = min(_pow2(n), tile)
-    w = x if weight is None else weight.reshape(n)
-    b = x if bias is None else bias.reshape(n)
+    w = x if weight is None else weight if weight.ndim == 1 else weight.reshape(n)
+    b = x if bias is None else bias if bias.ndim == 1 else bias.reshape(n)
     _launch(kernels().norm_fwd, rows, [x, w, b, y, mean, rstd],
             [n, x.strides[0] // x.itemsize, *_eps_halves(eps, f64)], _warps(block),
             CENTER=center, HAS_W=weight is not None, HAS_B=bias is not None, ACC=_acc(f64),
@@ -270,18 +271,28 @@ def _norm_backward(grad, input, mean, rstd, weight, stat_dims, param_dims, needs
     need_x, need_w, need_b = (bool(v) for v in needs)
     progs = _programs(rows)
     block = min(_pow2(n), TILE // 2 if f64 else TILE)
+    one = block >= n
+    # each program's row of partial sums: written whole in one pass (one block per row),
+    # else accumulated over the blocks from zero
+    partials = xp.empty if one else xp.zeros
     dx = xp.empty((rows, n), x.dtype) if need_x else x
-    dw = xp.zeros((progs, n), acc_dt) if need_w else x
-    db = xp.zeros((progs, n), acc_dt) if need_b else x
-    w = x if weight is None else weight.reshape(n)
+    dw = partials((progs, n), acc_dt) if need_w else x
+    db = partials((progs, n), acc_dt) if need_b else x
+    w = x if weight is None else weight if weight.ndim == 1 else weight.reshape(n)
     _launch(kernels().layer_norm_bwd, progs, [g, x, w, mean, rstd, dx, dw, db],
             [rows, n, g.strides[0] // g.itemsize, x.strides[0] // x.itemsize, progs,
              -(-rows // progs)],
             _warps(block), HAS_W=weight is not None, NEED_X=need_x, NEED_W=need_w,
-            NEED_B=need_b, ACC=_acc(f64), BLOCK_N=block, ONE=block >= n)
-    return (dx.reshape(input.shape) if need_x else None,
-            dw.sum(axis=0).astype(x.dtype, copy=False).reshape(pshape) if need_w else None,
-            db.sum(axis=0).astype(x.dtype, copy=False).reshape(pshape) if need_b else None)
+            NEED_B=need_b, ACC=_acc(f64), BLOCK_N=block, ONE=one)
+    gw = gb = None
+    if need_w or need_b:  # the partials' column sums, in one launch
+        gw = xp.empty(pshape, x.dtype) if need_w else x
+        gb = xp.empty(pshape, x.dtype) if need_b else x
+        _launch(kernels().partial_sums, -(-n // PARTIAL_COLUMNS), [dw, db, gw, gb],
+                [progs, n], 4, NEED_W=need_w, NEED_B=need_b, BLOCK_R=PARTIAL_ROWS,
+                BLOCK_C=PARTIAL_COLUMNS)
+    return (dx.reshape(input.shape) if need_x else None, gw if need_w else None,
+            gb if need_b else None)
 
 
 OVERRIDES = {

@@ -36,9 +36,12 @@ import threading
 
 import numpy as np
 
+from .runtime import cupy as _cupy
+
 TESTED = ("3.6",)
 
 
+@functools.cache
 @functools.cache
 def interpreting() -> bool:
     """Whether Triton kernels run in Triton's CPU interpreter: ``TRITON_INTERPRET``, read
@@ -258,14 +261,12 @@ def current_stream_handle(index=None, torch_module=None) -> int:
 # ------------------------------------------------------------------ launching
 def current_device() -> int:
     """The calling thread's current CUDA device (what a launch compiles and runs for)."""
-    from .runtime import cupy
-    return cupy().cuda.runtime.getDevice()
+    return _cupy().cuda.runtime.getDevice()
 
 
 def current_stream() -> int:
     """The handle of the current device's current stream: ember's launches run on it."""
-    from .runtime import cupy
-    return cupy().cuda.get_current_stream().ptr
+    return _cupy().cuda.get_current_stream().ptr
 
 
 def _signature(args) -> tuple:
@@ -285,6 +286,7 @@ def _signature(args) -> tuple:
 
 
 _LAUNCHERS: dict = {}
+_KEPT: dict = {}  # id -> kernel, for the kernels _LAUNCHERS's keys name by id
 
 
 def launch(kernel, grid: tuple, args, stream: int | None = None, *, num_warps: int | None = None,
@@ -342,13 +344,16 @@ def _launcher(kernel, device, grid, args, constexprs, num_warps, num_stages, ena
     """``(c, fixed, tail)`` for a launch of ``kernel`` with these arguments: the call is
     ``c(gx, gy, gz, stream, *fixed, *runtime arguments, *tail)``, looked up by what Triton
     specialises on (``_signature``) and compiled on the first call."""
-    key = (kernel, device, _signature(args), tuple(constexprs.items()), num_warps, num_stages,
-           enable_fp_fusion)
+    # the kernel by identity (a JITFunction hashes its source key under a lock); _KEPT holds
+    # every kernel with a launcher, so no other object takes its id
+    key = (id(kernel), device, _signature(args), tuple(constexprs.items()), num_warps,
+           num_stages, enable_fp_fusion)
     hit = _LAUNCHERS.get(key)
     if hit is None:
         options = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages),
                                      ("enable_fp_fusion", enable_fp_fusion)) if v is not None}
         hit = _LAUNCHERS[key] = _compile(kernel, device, grid, args, constexprs, options)
+        _KEPT[id(kernel)] = kernel
     return hit
 
 
