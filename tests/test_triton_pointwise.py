@@ -31,7 +31,7 @@ def triton_interpreted():
 
 UNARY_F = ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt",
            "reciprocal", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-           "asinh", "acosh", "atanh", "sigmoid", "erf", "erfc", "frac"]
+           "asinh", "acosh", "atanh", "sigmoid", "erf", "erfc", "frac", "relu"]
 UNARY_ANY = ["neg", "sign"]          # integers too
 UNARY_ROUND = ["floor", "ceil", "trunc"]
 BINARY_F = ["atan2", "hypot", "copysign", "xlogy", "true_divide"]
@@ -384,3 +384,47 @@ def test_gpu_path_prepares_a_launcher_per_plan_and_launches_by_address(monkeypat
         np.testing.assert_allclose(np.asarray(got), np.asarray(a) + alpha * np.asarray(b),
                                    rtol=1e-6)
     assert calls["prepare"] == 1 and calls["launch"] == 4
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64"])
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
+def test_inplace_arithmetic_is_one_kernel_into_self(name, dtype):
+    """The CUDA backend's "inplace" override of add/sub/mul/div (pointwise.inplace): one
+    launch writing the out-of-place kernel's values into x, for another array (broadcast),
+    x itself, a Python number and alpha; nothing written (False) where the result has not
+    x's dtype or shape, where x is not contiguous, or for an integer x with a float alpha."""
+    import types
+
+    from ember.backends.xp_ops import ARITHMETIC
+    plain, scaled, integers = ARITHMETIC[name]
+    into = pointwise.inplace(plain, scaled, integers, types.SimpleNamespace(xp=cpu.BACKEND.xp))
+    t_op = getattr(torch, name)
+
+    def run(b, alpha=None, shape=(4, 6)):
+        x, tx = pair(values(shape, dtype), dtype)
+        a = x._data
+        kw = {} if alpha is None else {"alpha": alpha}
+        tb = b if not isinstance(b, np.ndarray) else torch.tensor(
+            np.asarray(b, np.float64), dtype=getattr(torch, dtype))
+        want = t_op(tx, tb, **kw)
+        before = a.copy()
+        launches = pointwise.STATS["launches"]
+        done = into(a, b if b is not None else a, alpha)
+        if want.dtype != tx.dtype or tuple(want.shape) != tuple(tx.shape):
+            assert not done and np.array_equal(a.view(np.uint8), before.view(np.uint8))
+            return
+        assert done and pointwise.STATS["launches"] == launches + 1
+        check(x, want, dtype)
+
+    other = pair(values((6,), dtype, 1), dtype)[0]._data
+    run(other)                                   # broadcast over x's rows
+    run(pair(values((4, 6), dtype, 2), dtype)[0]._data)
+    run(2 if dtype == "int64" else 0.5)          # a Python number
+    if scaled is not None:
+        run(other, alpha=3)
+        if dtype == "int64":
+            assert not into(pair(values((4, 6), dtype), dtype)[0]._data, other, 0.5)
+    big = pair(values((3, 4, 6), dtype, 3), dtype)[0]._data
+    assert not into(pair(values((4, 6), dtype), dtype)[0]._data, big, None)  # result is larger
+    strided = pair(values((4, 12), dtype), dtype)[0]._data[:, ::2]
+    assert not into(strided, other, None)

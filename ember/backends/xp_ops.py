@@ -255,6 +255,26 @@ def interpret(defn: Callable) -> Callable:
     return impl
 
 
+# ---------------------------------------------------------------------- arithmetic
+# add, sub, mul and div as definitions, for backends that compile them (CUDA: one Triton
+# kernel): ops/binary.py's impls run them out of place, a backend's "inplace" overrides into
+# the left operand's memory; numpy keeps its ufuncs (and the CPU backend its threaded and
+# fused overrides)
+SUM = interpret(lambda ops, a, b: ops.add(a, b))
+SUM_SCALED = interpret(lambda ops, a, b, alpha: ops.add(a, ops.mul(b, alpha)))
+DIFFERENCE = interpret(lambda ops, a, b: ops.sub(a, b))
+DIFFERENCE_SCALED = interpret(lambda ops, a, b, alpha: ops.sub(a, ops.mul(b, alpha)))
+PRODUCT = interpret(lambda ops, a, b: ops.mul(a, b))
+QUOTIENT = interpret(lambda ops, a, b: ops.div(a, b))
+for _fn, _name in ((SUM, "add"), (SUM_SCALED, "add_scaled"), (DIFFERENCE, "sub"),
+                   (DIFFERENCE_SCALED, "sub_scaled"), (PRODUCT, "mul"), (QUOTIENT, "div")):
+    _fn.kernels.defn.__name__ = _name
+# op -> (its definition, the one with alpha or None, whether it takes integer operands: div
+# is true division, its impl promotes integers to float first)
+ARITHMETIC = {"add": (SUM, SUM_SCALED, True), "sub": (DIFFERENCE, DIFFERENCE_SCALED, True),
+              "mul": (PRODUCT, None, True), "div": (QUOTIENT, None, False)}
+
+
 # ---------------------------------------------------------------------- conversions
 def _cast(ops, x, dtype):
     return ops.cast(x, dtype)

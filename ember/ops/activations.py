@@ -78,10 +78,18 @@ def _activation(kernel_name: str | None = None, *, saves: str = "input", functio
 
 
 # ---------------------------------------------------------------------- piecewise linear
+_RELU = interpret(lambda ops, x: ops.max(x, 0))  # (max propagates NaN, as numpy's maximum)
+
+
 @_activation(saves="out", function=True, method=True, inplace=True)
 def relu(xp, input: "Tensor"):
     """relu(input) -> Tensor: max(input, 0)."""
+    if xp in COMPILERS and is_float(input.dtype):
+        return _RELU(xp, input)  # one generated kernel, half types as they are
     return xp.maximum(input, input.dtype.type(0))
+
+
+relu.half_in_kernel = True  # (max is exact in any precision: no widening either way)
 
 
 @relu.def_backward

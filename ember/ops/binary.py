@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtype as D
+from ..backends import xp_ops
 from ..backends.xp_ops import COMPILERS, interpret
 from .bind import tensor_method
 from .pointwise import kind, promoted_op as binop, to_compute, type_name
@@ -77,17 +78,10 @@ def _scaled(xp, other, alpha, negate=False):
     return other * to_compute(xp, alpha, other.dtype)
 
 
-# the arithmetic as definitions, for backends that compile them (CUDA: one Triton kernel);
-# numpy keeps its ufuncs (and the CPU backend its threaded and fused overrides)
-_sum = interpret(lambda ops, a, b: ops.add(a, b))
-_sum_scaled = interpret(lambda ops, a, b, alpha: ops.add(a, ops.mul(b, alpha)))
-_difference = interpret(lambda ops, a, b: ops.sub(a, b))
-_difference_scaled = interpret(lambda ops, a, b, alpha: ops.sub(a, ops.mul(b, alpha)))
-_product = interpret(lambda ops, a, b: ops.mul(a, b))
-_quotient = interpret(lambda ops, a, b: ops.div(a, b))
-for _fn, _name in ((_sum, "add"), (_sum_scaled, "add_scaled"), (_difference, "sub"),
-                   (_difference_scaled, "sub_scaled"), (_product, "mul"), (_quotient, "div")):
-    _fn.kernels.defn.__name__ = _name
+# the arithmetic as definitions (backends/xp_ops.py), for backends that compile them
+_sum, _sum_scaled = xp_ops.SUM, xp_ops.SUM_SCALED
+_difference, _difference_scaled = xp_ops.DIFFERENCE, xp_ops.DIFFERENCE_SCALED
+_product, _quotient = xp_ops.PRODUCT, xp_ops.QUOTIENT
 
 
 def _compiles(xp, a, b) -> bool:

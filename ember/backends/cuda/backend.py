@@ -31,7 +31,7 @@ from ..._device import device
 from ..base import ARRAY_TYPES, Backend, register
 from .. import special
 from ..xp_api import restricted
-from ..xp_ops import compiled_cast, set_compiler
+from ..xp_ops import ARITHMETIC, compiled_cast, set_compiler
 from . import checks, memory, runtime
 from .checks import STATS, _PENDING, raise_pending
 from .runtime import cupy
@@ -233,5 +233,8 @@ if BACKEND is not None and triton_installed():  # ember's Triton kernels as over
     _register_steps(BACKEND)  # fused Adam / SGD steps (optim.py)
     _register_cells(BACKEND)  # fused LSTM / GRU cells (rnn_cells.py)
     _register_conv(BACKEND)  # implicit-GEMM 1-D / 2-D convolutions and their grads (conv.py)
+    from .pointwise import inplace as _inplace
+    for _name, _defns in ARITHMETIC.items():  # x.add_(y): one kernel into x
+        BACKEND.override(_name, "inplace", _inplace(*_defns, BACKEND))
     BACKEND.override("_to_copy", "kernel",  # dtype conversions: one generated kernel
                      lambda a, dtype: compiled_cast(BACKEND.xp, a, dtype))

@@ -39,7 +39,7 @@ def compile(defn, xp):
 
     fallback = None
 
-    def kernel(*operands):
+    def kernel(*operands, out=None):
         nonlocal fallback
         key, numbers, f64 = [], False, False
         for a in operands:
@@ -48,6 +48,8 @@ def compile(defn, xp):
                 dt = a.dtype
                 if dt not in CODEGEN_DTYPES:
                     # complex (and float8): no Triton spelling; the handler computes
+                    if out is not None:
+                        return None
                     if fallback is None:
                         from ..xp_ops import handler
                         fallback = functools.partial(defn, handler(xp))
@@ -71,7 +73,11 @@ def compile(defn, xp):
                 plans.clear()
             plan = plans[key] = _plan(defn, name, array_type, operands)
         fn, out_dtype, shape, n, grid, tail, passed, ready = plan
-        out = array_type(shape, out_dtype)  # uninitialised, as xp.empty (one call less)
+        if out is None:
+            out = array_type(shape, out_dtype)  # uninitialised, as xp.empty (one call less)
+        elif type(out) is not array_type or out.shape != shape or out.dtype != out_dtype or \
+                not out.flags.c_contiguous:
+            return None  # the result is not out's shape, dtype or layout: nothing written
         if n:
             STATS["launches"] += 1
             arrays = (out, *(a for a in operands if type(a) is array_type))
@@ -96,6 +102,28 @@ def compile(defn, xp):
         return out
     kernel.__name__ = f"triton_{name}"
     return kernel
+
+
+def inplace(plain, scaled, integers: bool, backend):
+    """``backend``'s "inplace" override (ops/registry.py) of an arithmetic op whose definitions
+    are ``plain(a, b)`` and ``scaled(a, b, alpha)`` (None: the op takes no alpha), on integer
+    operands too where ``integers``:
+    ``x.op_(other[, alpha=])`` as one kernel writing its result into x's memory, where that
+    result has x's shape and dtype and x is C-contiguous; False (nothing written) elsewhere,
+    and the op runs out of place and is copied in. ``other`` is an array of x's dtype or a
+    Python number; an operand may be x itself (each element is read, then written, by one
+    program), and one that partly overlaps it was refused before (check_partial_overlap)."""
+    def into(a, b, alpha) -> bool:
+        if a.dtype not in CODEGEN_DTYPES or a.dtype == np.bool_ or (
+                not integers and a.dtype.kind in "iu"):
+            return False  # (bool arithmetic is logic, the impl's)
+        xp = backend.xp
+        if alpha is None:
+            return plain.kernels[xp](a, b, out=a) is not None
+        if scaled is None or (a.dtype.kind in "iu" and type(alpha) is not int):
+            return False  # (an integer x with a float alpha: the impl's error)
+        return scaled.kernels[xp](a, b, alpha, out=a) is not None
+    return into
 
 
 def _plan(defn, name, array_type, operands):
