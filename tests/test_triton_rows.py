@@ -395,6 +395,8 @@ for dt, f64 in (("fp32", False), ("fp64", True)):
               ONE=one)
         build(K.layer_norm_bwd, p, HAS_W=one, NEED_X=True, NEED_W=True, NEED_B=one,
               ACC=f64, BLOCK_N=1024, ONE=one)
+    build(K.partial_sums, {"dw_ptr": "*" + dt, "db_ptr": "*" + dt, "ow_ptr": "*bf16",
+                           "ob_ptr": "*bf16"}, NEED_W=True, NEED_B=f64, BLOCK_R=64, BLOCK_C=64)
 print("ok")
 """
 

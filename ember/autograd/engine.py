@@ -390,7 +390,7 @@ def record(op, args, kwargs, inputs, outs) -> None:
     for t in inputs:
         fn = t.grad_fn
         edges.append((fn, t._out_idx) if fn is not None else edge_of(t))
-        in_meta.append((Size(t._data.shape), t._dtype))
+        in_meta.append((t._data.shape, t._dtype))  # (a plain tuple: only compared)
     node.edges = edges
     node.in_meta = in_meta
     saved = list(args)
@@ -418,7 +418,7 @@ def record(op, args, kwargs, inputs, outs) -> None:
         if outs is not None and outs._dtype.kind in "fc":
             outs.grad_fn = node
             outs._out_idx = 0
-            node.out_meta = [(Size(outs._data.shape), outs._dtype)]
+            node.out_meta = [(outs._data.shape, outs._dtype)]
         else:
             node.out_meta = [None]
     else:

@@ -397,6 +397,8 @@ def arange(xp, start=0, end=None, step=1, *, out=None, dtype=None, layout=None, 
         raise RuntimeError("arange(): upper bound and larger bound inconsistent with step sign")
     if dt.kind in "iu" and any(isinstance(v, float) for v in (start, end, step)):
         return _int_arange(xp, start, end, step, dt)
+    if dt is D.int64 and type(start) is int and type(end) is int and type(step) is int:
+        return xp.arange(start, end, step, dtype=np.int64)  # exact: one kernel on a GPU
     n = int(np.ceil((end - start) / step))  # numpy-only: host math on Python numbers
     vals = start + xp.arange(n, dtype=np.float64 if dt.kind in "fc" or any(
         isinstance(v, float) for v in (start, end, step)) else np.int64) * step

@@ -226,6 +226,7 @@ if BACKEND is not None and triton_installed():  # ember's Triton kernels as over
     from .reductions import register as _register_reductions
     from .rnn_cells import register as _register_cells
     from .conv import register as _register_conv
+    from .losses import register as _register_losses
     _register_rows(BACKEND)
     _register_channels(BACKEND)  # batch norm (channels.py), after the rows' _norm_backward
     _register_pool(BACKEND)  # 2-D max / average / adaptive average pooling (pool.py)
@@ -233,6 +234,7 @@ if BACKEND is not None and triton_installed():  # ember's Triton kernels as over
     _register_steps(BACKEND)  # fused Adam / SGD steps (optim.py)
     _register_cells(BACKEND)  # fused LSTM / GRU cells (rnn_cells.py)
     _register_conv(BACKEND)  # implicit-GEMM 1-D / 2-D convolutions and their grads (conv.py)
+    _register_losses(BACKEND)  # the negative log likelihood and its gradient (losses.py)
     from .pointwise import inplace as _inplace
     for _name, _defns in ARITHMETIC.items():  # x.add_(y): one kernel into x
         BACKEND.override(_name, "inplace", _inplace(*_defns, BACKEND))
