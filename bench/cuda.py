@@ -240,3 +240,36 @@ def main() -> None:
     rows = run("CUDA: ember vs torch on one GPU", cases(), [("ember", ember), ("torch", torch)],
                budget=1.0)
     _print_sdpa_tflops(rows)
+    _print_bandwidth((ember, torch))
+
+
+def _print_bandwidth(libs, calls: int = 50, rounds: int = 5) -> None:
+    """The GPU's own time of a 16M-element add (float32 and bfloat16): ``calls`` launches
+    back to back, timed by each library's CUDA events (the x10 rows above also hold the
+    host's issue time of the first call and the synchronisation); the best of ``rounds``,
+    libraries alternating, as bandwidth (two reads and a write)."""
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal(16 << 20).astype(np.float32) for _ in range(2))
+    for dtype, size in (("float32", 4), ("bfloat16", 2)):
+        best = {}
+        operands = {lib.__name__: (_on_gpu(lib, a, dtype), _on_gpu(lib, b, dtype))
+                    for lib in libs}
+        for _ in range(rounds):
+            for lib in libs:
+                x, y = operands[lib.__name__]
+                for _ in range(3):
+                    x + y
+                start, end = (lib.cuda.Event(enable_timing=True) for _ in range(2))
+                lib.cuda.synchronize()
+                start.record()
+                for _ in range(calls):
+                    x + y
+                end.record()
+                end.synchronize()
+                ms = start.elapsed_time(end) / calls
+                best[lib.__name__] = min(best.get(lib.__name__, ms), ms)
+        gbs = {k: 3 * size * (16 << 20) / (ms * 1e-3) / 1e9 for k, ms in best.items()}
+        names = list(gbs)
+        print(f"add 16M {dtype}, {calls} back to back (CUDA events): " +
+              ", ".join(f"{k} {best[k] * 1e3:.1f} us ({gbs[k]:.0f} GB/s)" for k in names) +
+              f"; ember/torch bandwidth {gbs['ember'] / gbs['torch']:.2f}x")

@@ -14,7 +14,7 @@ import pytest
 
 import ember
 import ember.nn.functional as EF
-from triton_util import INTERPRETED, compile_for_sm90, cpu_overrides
+from triton_util import INTERPRETED, SM90_BUILD, compile_for_sm90, cpu_overrides
 from ember.backends.cuda import channels, pool
 
 torch = pytest.importorskip("torch")
@@ -362,19 +362,8 @@ def test_ember_small_cnn_gradients(cpu_kernels):
 
 
 # ---------------------------------------------------------------------- compiled for the GPU
-COMPILE = r"""
-import triton
-import triton.language as tl
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+COMPILE = SM90_BUILD + r"""
 from ember.backends.cuda import channel_kernels as C, pool_kernels as P
-
-def build(fn, types, **consts):
-    consts = {k: {True: tl.float64, False: tl.float32}[v] if k == "ACC" else v
-              for k, v in consts.items()}
-    sig = {a: "constexpr" if a in consts else types.get(a, "i32") for a in fn.arg_names}
-    triton.compile(ASTSource(fn, signature=sig, constexprs=consts),
-                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
 
 halves = ("eps_hi", "eps_lo", "mom_hi", "mom_lo", "unb_hi", "unb_lo")
 for dt, pdt, f64 in (("bf16", "fp32", False), ("fp32", "fp32", False), ("fp64", "fp64", True)):

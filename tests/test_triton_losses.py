@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import ember
-from triton_util import INTERPRETED, compile_for_sm90, cpu_overrides
+from triton_util import INTERPRETED, SM90_BUILD, compile_for_sm90, cpu_overrides
 from ember.backends.cuda import losses
 
 torch = pytest.importorskip("torch")
@@ -100,19 +100,8 @@ def test_other_layouts_take_the_generic_impl(launched):
     np.testing.assert_allclose(got.item(), want.item(), rtol=1e-12)
 
 
-COMPILE = r"""
-import triton
-import triton.language as tl
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+COMPILE = SM90_BUILD + r"""
 from ember.backends.cuda import loss_kernels as K
-
-def build(fn, types, **consts):
-    consts = {k: {True: tl.float64, False: tl.float32}[v] if k == "ACC" else v
-              for k, v in consts.items()}
-    sig = {a: "constexpr" if a in consts else types.get(a, "i32") for a in fn.arg_names}
-    triton.compile(ASTSource(fn, signature=sig, constexprs=consts),
-                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
 
 for dt, f64 in (("fp32", False), ("fp64", True)):
     p = {"x_ptr": "*" + dt, "t_ptr": "*i64", "w_ptr": "*" + dt, "loss_ptr": "*" + dt,

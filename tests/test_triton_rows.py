@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import ember
-from triton_util import INTERPRETED, compile_for_sm90, cpu_overrides
+from triton_util import INTERPRETED, SM90_BUILD, compile_for_sm90, cpu_overrides
 from ember.backends import cpu
 from ember.backends.cuda import rows
 from ember.ops.registry import OPS
@@ -364,19 +364,9 @@ def test_cpu_backend_overrides_restored():
 
 
 # ---------------------------------------------------------------------- compiled for the GPU
-COMPILE = r"""
-import triton
-import triton.language as tl
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
+COMPILE = SM90_BUILD + r"""
 from ember.backends.cuda import row_kernels as K
-
-def build(fn, types, **consts):
-    consts = {k: {True: tl.float64, False: tl.float32}[v] if k == "ACC" else v
-              for k, v in consts.items()}
-    sig = {a: "constexpr" if a in consts else types.get(a, "i32") for a in fn.arg_names}
-    triton.compile(ASTSource(fn, signature=sig, constexprs=consts),
-                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+WARPS = 8
 
 for src, dst, f64, bi, bn, one in [("fp32", "fp32", False, 1, 4096, True),
                                    ("bf16", "bf16", False, 1, 1024, False),

@@ -27,6 +27,26 @@ def compile_for_sm90(code: str) -> None:
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
 
 
+# the start of a ``compile_for_sm90`` script: ``build(fn, types, **constexprs)`` compiles
+# kernel ``fn`` for Hopper, its runtime arguments typed by ``types`` (default i32), ``ACC``
+# given as a bool (True: float64); ``WARPS`` (set it after this) the warps per program
+SM90_BUILD = r"""
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+WARPS = 4
+
+def build(fn, types, **consts):
+    consts = {k: {True: tl.float64, False: tl.float32}[v] if k == "ACC" else v
+              for k, v in consts.items()}
+    sig = {a: "constexpr" if a in consts else types.get(a, "i32") for a in fn.arg_names}
+    triton.compile(ASTSource(fn, signature=sig, constexprs=consts),
+                   target=GPUTarget("cuda", 90, 32), options={"num_warps": WARPS})
+"""
+
+
 # the marks of a test file that runs Triton kernels in the interpreter: skipped where kernels
 # compile for a GPU; the interpreter's numpy warns on NaN/inf edge cases and padding lanes
 INTERPRETED = [
