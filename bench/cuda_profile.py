@@ -8,7 +8,7 @@ and the kernels taking the most GPU time.
 
 ``add`` is a host-side cProfile of ember's 8x8 add instead (the small-op overhead);
 ``--host`` profiles ember's steps with cProfile instead of timing kernels; ``--sample`` samples
-the main thread's stack every millisecond instead (host time without cProfile's overhead).
+the stack by a timer signal instead (host time without cProfile's overhead).
 
 Not one of the default suites: a tool for finding the next thing to speed up on the GPU.
 """
@@ -157,52 +157,60 @@ def host_steps(name: str, build, top: int) -> None:
 
 def sample_steps(name: str, build, top: int, seconds: float = 6.0) -> None:
     """Where ember's host time goes in workload ``name``'s step, without cProfile's distortion:
-    a thread samples the main thread's stack every millisecond while steps run; printed are
-    the functions most often on top of the stack (self) and anywhere on it (inclusive)."""
-    import threading
+    the stack sampled every 0.3 ms of wall time while steps run; printed are the functions most
+    often on top of the stack (self), anywhere on it (inclusive) and the lines on top."""
     lib, step, state = build("ember")
     step()
     step()
-    main_id = threading.get_ident()
-    own, incl = collections.Counter(), collections.Counter()
-    count = [0]
-    done = threading.Event()
-
-    def where(code):
-        return f"{code.co_filename.split('site-packages/')[-1]}:{code.co_name}"
-
-    def sampler():
-        while not done.is_set():
-            frame = sys._current_frames().get(main_id)
-            if frame is not None:
-                count[0] += 1
-                own[where(frame.f_code)] += 1
-                seen = set()
-                while frame is not None:
-                    w = where(frame.f_code)
-                    if w not in seen:
-                        seen.add(w)
-                        incl[w] += 1
-                    frame = frame.f_back
-            time.sleep(0.001)
-    t = threading.Thread(target=sampler, daemon=True)
-    t.start()
-    steps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        step()
-        steps += 1
-    done.set()
-    t.join()
-    n = max(count[0], 1)
-    wall = (time.perf_counter() - t0) / steps
+    wall, steps, counts = sampled(step, seconds)
+    n = max(sum(counts[0].values()), 1)
     print(f"\n## sampled host time of ember's {name} step: {wall * 1e3:.1f} ms/step, "
-          f"{count[0]} samples over {steps} steps")
-    for title, c in (("self", own), ("inclusive", incl)):
+          f"{n} samples over {steps} steps")
+    for title, c in zip(("self", "inclusive", "lines"), counts):
         print(f"-- {title}")
         for w, k in c.most_common(top):
             print(f"  {100 * k / n:5.1f}%  {w}")
     del step, state
     gc.collect()
+
+
+def sampled(step, seconds: float, every: float = 3e-4):
+    """``(seconds per step, steps, (self, inclusive, line) counters)`` of calling ``step`` for
+    ``seconds``, its stack sampled by a wall-clock timer signal. The handler runs in the main
+    thread between bytecodes, so a C call (a launch, a library call) is counted at the Python
+    line that made it, once however long it ran (the signal does not queue: right for the
+    microsecond calls of a host-bound step, an undercount of long ones). A sampling thread
+    instead sees the main thread only where it releases the GIL (those C calls), which
+    over-counts them many times over."""
+    import signal
+    own, incl, lines = (collections.Counter() for _ in range(3))
+
+    def where(code):
+        return f"{code.co_filename.split('site-packages/')[-1]}:{code.co_name}"
+
+    def handler(signum, frame):
+        own[where(frame.f_code)] += 1
+        lines[f"{where(frame.f_code)}:{frame.f_lineno}"] += 1
+        seen = set()
+        while frame is not None:
+            w = where(frame.f_code)
+            if w not in seen:
+                seen.add(w)
+                incl[w] += 1
+            frame = frame.f_back
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, every, every)
+    try:
+        steps, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            step()
+            steps += 1
+        wall = (time.perf_counter() - t0) / steps
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return wall, steps, (own, incl, lines)
 
 
 def main(argv=None) -> None:
