@@ -106,13 +106,13 @@ def compile(defn, xp):
 
 def inplace(plain, scaled, integers: bool, backend):
     """``backend``'s "inplace" override (ops/registry.py) of an arithmetic op whose definitions
-    are ``plain(a, b)`` and ``scaled(a, b, alpha)`` (None: the op takes no alpha), on integer
-    operands too where ``integers``:
-    ``x.op_(other[, alpha=])`` as one kernel writing its result into x's memory, where that
-    result has x's shape and dtype and x is C-contiguous; False (nothing written) elsewhere,
-    and the op runs out of place and is copied in. ``other`` is an array of x's dtype or a
-    Python number; an operand may be x itself (each element is read, then written, by one
-    program), and one that partly overlaps it was refused before (check_partial_overlap)."""
+    are ``plain(a, b)`` and ``scaled(a, b, alpha)`` (None: the op takes no alpha; integer
+    operands only where ``integers``): ``x.op_(other[, alpha=])`` as one kernel writing its
+    result into x's memory, where that result has x's shape and dtype and x is C-contiguous;
+    False (nothing written) elsewhere, and the op runs out of place and is copied in.
+    ``other`` is an array of x's dtype or a Python number; an operand may be x itself (each
+    element is read, then written, by one program), and one that partly overlaps it was
+    refused before (check_partial_overlap)."""
     def into(a, b, alpha) -> bool:
         if a.dtype not in CODEGEN_DTYPES or a.dtype == np.bool_ or (
                 not integers and a.dtype.kind in "iu"):

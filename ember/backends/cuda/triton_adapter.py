@@ -42,7 +42,6 @@ TESTED = ("3.6",)
 
 
 @functools.cache
-@functools.cache
 def interpreting() -> bool:
     """Whether Triton kernels run in Triton's CPU interpreter: ``TRITON_INTERPRET``, read
     once (Triton itself reads it when a kernel is defined, so it cannot change later)."""
