@@ -404,8 +404,8 @@ def test_inplace_arithmetic_is_one_kernel_into_self(name, dtype):
         x, tx = pair(values(shape, dtype), dtype)
         a = x._data
         kw = {} if alpha is None else {"alpha": alpha}
-        tb = b if not isinstance(b, np.ndarray) else torch.tensor(
-            np.asarray(b, np.float64), dtype=getattr(torch, dtype))
+        tb = tx if b is None else b if not isinstance(b, np.ndarray) else torch.tensor(
+            np.asarray(b, np.float64), dtype=getattr(torch, dtype))  # (None: x itself)
         want = t_op(tx, tb, **kw)
         before = a.copy()
         launches = pointwise.STATS["launches"]
@@ -420,6 +420,7 @@ def test_inplace_arithmetic_is_one_kernel_into_self(name, dtype):
     run(other)                                   # broadcast over x's rows
     run(pair(values((4, 6), dtype, 2), dtype)[0]._data)
     run(2 if dtype == "int64" else 0.5)          # a Python number
+    run(None)                                    # x itself: x.add_(x)
     if scaled is not None:
         run(other, alpha=3)
         if dtype == "int64":
