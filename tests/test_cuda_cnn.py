@@ -96,6 +96,29 @@ def test_batch_norm_functional(launched, training, dtype, shape):
     assert launched()[0] >= (5 if training else 2)
 
 
+def test_batch_norm_repeated_calls_with_misaligned_operands(launched):
+    """Plans are cached by shape and their launchers prepared for 16-byte-aligned addresses:
+    the same call with an input (and weight) starting 4 bytes into a buffer takes the general
+    launch and is still right, and so is the aligned call after it."""
+    for misalign in (False, True, False):
+        lo = 1 if misalign else 0
+        n = 4 * 6 * 5 * 5
+        flat_e, flat_t = pair((n + 1,), "float32", seed=int(misalign), shift=1.0)
+        e = flat_e[lo:lo + n].view(4, 6, 5, 5).requires_grad_()
+        t = flat_t[lo:lo + n].view(4, 6, 5, 5).requires_grad_()
+        fwe, fwt = pair((7,), "float32", seed=2)
+        we, wt = fwe[lo:lo + 6].requires_grad_(), fwt[lo:lo + 6].requires_grad_()
+        ye = ember.nn.functional.batch_norm(e, None, None, we, None, True, 0.1, 1e-5)
+        yt = torch.nn.functional.batch_norm(t, None, None, wt, None, True, 0.1, 1e-5)
+        same(ye, yt, "float32", scale=4)
+        ge, gt = pair((4, 6, 5, 5), "float32", seed=5)
+        ye.backward(ge)
+        yt.backward(gt)
+        same(e.grad, t.grad, "float32", scale=20, sums=True)
+        same(we.grad, wt.grad, "float32", scale=50, sums=True)
+    assert launched()[0] >= 18
+
+
 def test_batch_norm_module_running_stats_and_double_backward(launched):
     e, t = pair((16, 8, 10, 10), "float64", grad=True, shift=1.0)
     em, tm = ember.nn.BatchNorm2d(8).double().cuda(), torch.nn.BatchNorm2d(8).double().cuda()

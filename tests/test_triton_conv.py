@@ -155,6 +155,7 @@ def test_weight_gradient_split_partials_sum_in_order(monkeypatch):
     F.conv2d(tx, tw, None, 1, 1).backward(tg)
     for split in (1, 4):
         monkeypatch.setattr(conv, "_split", lambda programs, ktot, bk, s=split: s)
+        monkeypatch.setattr(conv, "_PLANS", {})  # plans cache the split they were made with
         before = conv.STATS["launches"]
         close(conv._conv_weight_grad(x, g, (3, 3), (1, 1), (1, 1), (1, 1), 1), tw.grad)
         assert conv.STATS["launches"] - before == (1 if split == 1 else 2)
@@ -192,9 +193,10 @@ def test_precision_follows_cudnn_allow_tf32(monkeypatch):
     """float32 products: "tf32" while ember.backends.cudnn.allow_tf32 (the default), "ieee"
     once it is False, read at each call; half dtypes are unaffected."""
     seen = []
-    launch = conv._launch
-    monkeypatch.setattr(conv, "_launch", lambda *a, **k: (
-        "PRECISION" in k and seen.append(k["PRECISION"]), launch(*a, **k)))
+    site = conv._site
+    monkeypatch.setattr(conv, "_PLANS", {})
+    monkeypatch.setattr(conv, "_site", lambda *a, **k: (
+        "PRECISION" in k and seen.append(k["PRECISION"]), site(*a, **k))[1])
     x, _ = data((1, 2, 3, 3))
     w, _ = data((2, 2, 1, 1), seed=1)
     assert cudnn.allow_tf32 is True

@@ -284,9 +284,41 @@ def _named(label, values, nd, sep=" "):
     return sep.join(f"{label}_{n}: {v}" for n, v in zip(names, vals))
 
 
+_SPECS: dict = {}  # a call's shapes and int arguments -> its ConvSpec (checks passed)
+
+
+def _ints(v):
+    """``v`` as a key: an int, or a tuple of a tuple's or list's ints; TypeError otherwise."""
+    if type(v) is int:
+        return v
+    if type(v) in (tuple, list) and all(type(e) is int for e in v):
+        return tuple(v)
+    raise TypeError
+
+
 def conv_spec(name, nd, transposed, x, w, b, stride, padding, dilation, groups,
               output_padding=0) -> ConvSpec:
-    """Check a convolution call the way PyTorch does; return its geometry."""
+    """Check a convolution call the way PyTorch does; return its geometry. A call of the
+    same shapes and int arguments as an earlier one that passed is looked up."""
+    try:
+        key = (name, transposed, tuple(x.shape), tuple(w.shape),
+               None if b is None else tuple(b.shape), _ints(stride), _ints(padding),
+               _ints(dilation), _ints(groups), _ints(output_padding))
+    except TypeError:  # a str padding, a float, a tensor...: checked every time
+        return _conv_spec(name, nd, transposed, x, w, b, stride, padding, dilation, groups,
+                          output_padding)
+    spec = _SPECS.get(key)
+    if spec is None:
+        spec = _conv_spec(name, nd, transposed, x, w, b, stride, padding, dilation, groups,
+                          output_padding)
+        if len(_SPECS) > 4096:
+            _SPECS.clear()
+        _SPECS[key] = spec
+    return spec
+
+
+def _conv_spec(name, nd, transposed, x, w, b, stride, padding, dilation, groups,
+               output_padding=0) -> ConvSpec:
     if x.ndim not in (nd + 1, nd + 2):
         raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to "
                            f"{name}, but got input of size: {list(x.shape)}")

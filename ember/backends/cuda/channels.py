@@ -45,10 +45,13 @@ def _acc(f64: bool):
     return tl.float64 if f64 else tl.float32
 
 
-def _launch(kernel, grid: int, arrays, scalars, num_warps: int = 4, **constexprs) -> None:
+def _site(kernel, grid: int, scalars, num_warps: int = 4, **constexprs) -> adapter.Site:
+    return adapter.Site(kernel, (grid,), scalars, num_warps=num_warps, **constexprs)
+
+
+def _run(site: adapter.Site, pointers) -> None:
     STATS["launches"] += 1
-    ptrs = adapter.pointers(arrays)
-    adapter.launch(kernel, (grid,), ptrs + list(scalars), num_warps=num_warps, **constexprs)
+    site(pointers)
 
 
 def _warps(tile: int) -> int:
@@ -79,22 +82,68 @@ def _rows_plan(rows: int, hw: int, f64: bool):
 
 
 def _param_ok(p, c: int, dt) -> bool:
-    """None, or ``c`` contiguous elements of the input's dtype (float32 for a half input)."""
-    if p is None:
-        return True
-    return p.size == c and p.dtype in _FLOATS and p.flags.c_contiguous and \
+    """None, or ``c`` elements of the input's dtype (float32 for a half input)."""
+    return p is None or p.size == c and p.dtype in _FLOATS and \
         (p.dtype == dt or (dt in _HALF and p.dtype == _F32))
 
 
-def _channel(p):
-    return None if p is None else p.reshape(-1)
+def _contiguous(arrays) -> bool:
+    return all(a is None or a.flags.c_contiguous for a in arrays)
+
+
+def _meta(p):
+    return None if p is None else (p.size, p.dtype)
+
+
+# Plans: what a call launches, by everything but the arrays' addresses (shapes, dtypes,
+# which parameters are given, the numbers), so a repeated call allocates its results and
+# makes its launches (adapter.Site) without recomputing any of it. None: not ours.
+_FORWARD: dict = {}
+_BACKWARD: dict = {}
+_MISSING = object()
 
 
 def _native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
                        eps):
     """native_batch_norm -> (output, save_mean, save_invstd)."""
+    params = (weight, bias, running_mean, running_var)
+    if not _contiguous((input,) + params):
+        return None  # (channels-last keeps its layout through the impl)
+    try:
+        key = (type(input), input.shape, input.dtype, training, momentum, eps, TILE, BLOCK_P,
+               *map(_meta, params))
+        plan = _FORWARD.get(key, _MISSING)
+    except TypeError:  # unhashable numbers: the impl's to take or refuse
+        return None
+    if plan is _MISSING:
+        if len(_FORWARD) > 1024:
+            _FORWARD.clear()
+        plan = _FORWARD[key] = _forward_plan(input, *params, training, momentum, eps)
+    if plan is None:
+        return None
+    c, acc_dt, sizes, partial, stats, apply = plan
+    xp = _xp(input)
+    save_mean = xp.empty(c, input.dtype)
+    save_inv = xp.empty(c, input.dtype)
+    keep, (f0, f1, *part) = adapter.scratch(xp, acc_dt, sizes)
+    if partial is not None:
+        _run(partial, [input, *part])
+    else:
+        part = (f0,) * 3  # unread
+    dummy = save_mean  # unread (an alias of another argument at another shape would
+    # confuse the interpreter, which keys host buffers by address)
+    _run(stats, [*part, *(dummy if p is None else p for p in params), save_mean, save_inv,
+                 f0, f1])
+    y = xp.empty(input.shape, input.dtype)
+    _run(apply, [input, y, f0, f1])
+    return y, save_mean, save_inv
+
+
+def _forward_plan(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """``(channels, accumulator dtype, scratch sizes, partial-statistics Site or None,
+    statistics Site, normalising Site)`` of a batch-norm forward, or None."""
     if input.ndim < 2 or input.dtype not in _FLOATS or not input.size or \
-            not input.flags.c_contiguous or not isinstance(training, (bool, np.bool_)):
+            not isinstance(training, (bool, np.bool_)):
         return None
     try:
         eps = float(eps)
@@ -109,89 +158,101 @@ def _native_batch_norm(input, weight, bias, running_mean, running_var, training,
     if training and count < 2 or not training and (running_mean is None or
                                                    running_var is None):
         return None  # the impl's inf / NaN variance, or its error
-    xp = _xp(input)
     f64 = input.dtype == _F64
-    acc_dt = _F64 if f64 else _F32
-    K = kernels()
-    w, b, rm, rv = (_channel(p) for p in (weight, bias, running_mean, running_var))
-    save_mean = xp.empty(c, input.dtype)
-    save_inv = xp.empty(c, input.dtype)
-    factors = xp.empty((2, c), acc_dt)
-    chunks = 1
+    K, acc = kernels(), _acc(f64)
+    partial, chunks = None, 1
     if training:
         block_n, block_hw, chunks, hw_chunks = _chunk_plan(n, hw, f64)
-        part = xp.empty((3, c, chunks), acc_dt)
-        _launch(K.bn_partial, c * chunks, [input, part[0], part[1], part[2]],
-                [c, hw, n, chunks, hw_chunks], _warps(block_n * block_hw), ACC=_acc(f64),
-                BLOCK_N=block_n, BLOCK_HW=block_hw)
-    else:
-        part = (factors[0],) * 3  # unread
-    dummy = save_mean  # unread (an alias of another argument at another shape would
-    # confuse the interpreter, which keys host buffers by address)
-    block_p = min(_pow2(chunks), BLOCK_P)
-    _launch(K.bn_stats, c,
-            [part[0], part[1], part[2], dummy if w is None else w, dummy if b is None else b,
-             dummy if rm is None else rm, dummy if rv is None else rv, save_mean, save_inv,
-             factors[0], factors[1]],
-            [chunks, *_eps_halves(eps, f64), *_halves(momentum),
-             *_halves(count / (count - 1) if count > 1 else 1.0)],
-            4, TRAINING=bool(training), HAS_W=w is not None, HAS_B=b is not None,
-            HAS_RM=rm is not None, HAS_RV=rv is not None, ACC=_acc(f64), BLOCK_P=block_p)
-    y = xp.empty(input.shape, input.dtype)
+        partial = _site(K.bn_partial, c * chunks, [c, hw, n, chunks, hw_chunks],
+                        _warps(block_n * block_hw), ACC=acc, BLOCK_N=block_n,
+                        BLOCK_HW=block_hw)
+    stats = _site(K.bn_stats, c,
+                  [chunks, *_eps_halves(eps, f64), *_halves(momentum),
+                   *_halves(count / (count - 1) if count > 1 else 1.0)],
+                  4, TRAINING=bool(training), HAS_W=weight is not None, HAS_B=bias is not None,
+                  HAS_RM=running_mean is not None, HAS_RV=running_var is not None, ACC=acc,
+                  BLOCK_P=min(_pow2(chunks), BLOCK_P))
     rows = n * c
     block_r, block_hw, progs, hw_blocks = _rows_plan(rows, hw, f64)
-    _launch(K.bn_apply, progs, [input, y, factors[0], factors[1]], [c, hw, rows, hw_blocks],
-            _warps(block_r * block_hw), ACC=_acc(f64), BLOCK_R=block_r, BLOCK_HW=block_hw)
-    return y, save_mean, save_inv
+    apply = _site(K.bn_apply, progs, [c, hw, rows, hw_blocks], _warps(block_r * block_hw),
+                  ACC=acc, BLOCK_R=block_r, BLOCK_HW=block_hw)
+    sizes = (c, c) + ((c * chunks,) * 3 if training else ())
+    return c, _F64 if f64 else _F32, sizes, partial, stats, apply
 
 
 def _batch_norm_backward(grad, input, mean, rstd, weight, stat_dims, param_dims, needs):
     """``_norm_backward`` in batch norm's layout -> (grad_input, grad_weight, grad_bias),
     each None where not needed; None for other layouts."""
+    if mean is None or not input.flags.c_contiguous:
+        return None
+    try:
+        needs = tuple(bool(v) for v in needs)
+        key = (type(input), input.shape, input.dtype, grad.shape, grad.dtype,
+               tuple(stat_dims), tuple(param_dims), needs, TILE, BLOCK_P,
+               *map(_meta, (mean, rstd, weight)))
+        plan = _BACKWARD.get(key, _MISSING)
+    except TypeError:
+        return None
+    if plan is _MISSING:
+        if len(_BACKWARD) > 1024:
+            _BACKWARD.clear()
+        plan = _BACKWARD[key] = _backward_plan(grad, input, mean, rstd, weight, stat_dims,
+                                               param_dims, needs)
+    if plan is None:
+        return None
+    c, acc_dt, chunks, partial, stats, dx_site = plan
+    xp = _xp(input)
+    if not grad.flags.c_contiguous:
+        grad = xp.ascontiguousarray(grad)
+    mean, rstd, weight = (a if a is None or a.flags.c_contiguous else xp.ascontiguousarray(a)
+                          for a in (mean, rstd, weight))
+    need_x, need_w, need_b = needs
+    dt = input.dtype
+    keep, (p0, p1, k0, k1, k2) = adapter.scratch(
+        xp, acc_dt, (c * chunks, c * chunks) + ((c,) * 3 if need_x else (0, 0, 0)))
+    _run(partial, [grad, input, mean, rstd, p0, p1])
+    dw = xp.empty(c, dt) if need_w else rstd  # rstd: unwritten stand-ins
+    db = xp.empty(c, dt) if need_b else rstd
+    if not need_x:
+        k0 = k1 = k2 = rstd
+    _run(stats, [p0, p1, rstd if weight is None else weight, rstd, dw, db, k0, k1, k2])
+    dx = None
+    if need_x:
+        dx = xp.empty(input.shape, dt)
+        _run(dx_site, [grad, input, mean, k0, k1, k2, dx])
+    return dx, (dw if need_w else None), (db if need_b else None)
+
+
+def _backward_plan(grad, input, mean, rstd, weight, stat_dims, param_dims, needs):
+    """``(channels, accumulator dtype, chunks, partial-sums Site, factors Site, input-gradient
+    Site)`` of a batch-norm backward, or None."""
     nd = input.ndim
     axes = (0,) + tuple(range(2, nd))
-    if mean is None or nd < 2 or tuple(stat_dims) != axes or tuple(param_dims) != axes or \
-            input.dtype not in _FLOATS or not input.size or grad.shape != input.shape or \
-            not input.flags.c_contiguous:
+    if nd < 2 or tuple(stat_dims) != axes or tuple(param_dims) != axes or \
+            input.dtype not in _FLOATS or not input.size or grad.shape != input.shape:
         return None
     dt = input.dtype
     n, c = input.shape[:2]
     if any(a is not None and (a.dtype != dt or a.size != c) for a in (mean, rstd, weight)) or \
             grad.dtype != dt:
         return None
-    xp = _xp(input)
-    if not grad.flags.c_contiguous:
-        grad = xp.ascontiguousarray(grad)
-    mean, rstd, weight = (None if a is None else xp.ascontiguousarray(a.reshape(-1))
-                          for a in (mean, rstd, weight))
     hw = input.size // (n * c)
     f64 = dt == _F64
-    acc_dt = _F64 if f64 else _F32
-    need_x, need_w, need_b = (bool(v) for v in needs)
-    K = kernels()
+    K, acc = kernels(), _acc(f64)
     block_n, block_hw, chunks, hw_chunks = _chunk_plan(n, hw, f64)
-    part = xp.empty((2, c, chunks), acc_dt)
-    _launch(K.bn_grad_partial, c * chunks, [grad, input, mean, rstd, part[0], part[1]],
-            [c, hw, n, chunks, hw_chunks], _warps(block_n * block_hw), ACC=_acc(f64),
-            BLOCK_N=block_n, BLOCK_HW=block_hw)
-    dw = xp.empty(c, dt) if need_w else rstd  # rstd: unwritten stand-ins
-    db = xp.empty(c, dt) if need_b else rstd
-    k = xp.empty((3, c), acc_dt) if need_x else (rstd,) * 3
-    _launch(K.bn_grad_stats, c,
-            [part[0], part[1], rstd if weight is None else weight, rstd, dw, db, k[0], k[1],
-             k[2]],
-            [chunks, n * hw], 4, HAS_W=weight is not None, NEED_X=need_x,
-            NEED_W=need_w, NEED_B=need_b, ACC=_acc(f64),
-            BLOCK_P=min(_pow2(chunks), BLOCK_P))
+    partial = _site(K.bn_grad_partial, c * chunks, [c, hw, n, chunks, hw_chunks],
+                    _warps(block_n * block_hw), ACC=acc, BLOCK_N=block_n, BLOCK_HW=block_hw)
+    need_x, need_w, need_b = needs
+    stats = _site(K.bn_grad_stats, c, [chunks, n * hw], 4, HAS_W=weight is not None,
+                  NEED_X=need_x, NEED_W=need_w, NEED_B=need_b, ACC=acc,
+                  BLOCK_P=min(_pow2(chunks), BLOCK_P))
     dx = None
     if need_x:
-        dx = xp.empty(input.shape, dt)
         rows = n * c
         block_r, block_hw, progs, hw_blocks = _rows_plan(rows, hw, f64)
-        _launch(K.bn_dx, progs, [grad, input, mean, k[0], k[1], k[2], dx],
-                [c, hw, rows, hw_blocks], _warps(block_r * block_hw), ACC=_acc(f64),
-                BLOCK_R=block_r, BLOCK_HW=block_hw)
-    return dx, (dw if need_w else None), (db if need_b else None)
+        dx = _site(K.bn_dx, progs, [c, hw, rows, hw_blocks], _warps(block_r * block_hw),
+                   ACC=acc, BLOCK_R=block_r, BLOCK_HW=block_hw)
+    return c, _F64 if f64 else _F32, chunks, partial, stats, dx
 
 
 def chain(first, second):

@@ -136,13 +136,14 @@ def _precision(dtype) -> str:
     return "tf32" if cudnn.allow_tf32 else "ieee"
 
 
-def _launch(kernel, grid, args, warps, stages, **constexprs) -> None:
+def _site(kernel, grid, numbers, warps, stages, **constexprs) -> adapter.Site:
+    return adapter.Site(kernel, grid, numbers, num_warps=warps, num_stages=stages,
+                        **constexprs)
+
+
+def _run(site: adapter.Site, operands) -> None:
     STATS["launches"] += 1
-    adapter.launch(kernel, grid, args, num_warps=warps, num_stages=stages, **constexprs)
-
-
-def _ptr(a):
-    return adapter.pointers([a])[0]
+    site(operands)
 
 
 def _covered(arrays, nd) -> bool:
@@ -176,19 +177,36 @@ def _pair(t, nd, one):
     return tuple(t) if nd == 2 else (one,) + tuple(t)
 
 
-def _weight_for(w, dim):
-    """``w`` (O, CG, KH, KW) with axis ``dim`` contiguous: as it is when it is, else copied
-    once into that layout (``pack4``: one launch of ember's, cheaper on the host than a
-    CuPy copy) and viewed back in (O, CG, KH, KW) order."""
+def _contiguous_strides(shape) -> list:
+    out, step = [], 1
+    for s in reversed(shape):
+        out.append(step)
+        step *= s
+    return out[::-1]
+
+
+def _packing(w, dim):
+    """How ``w`` (O, CG, KH, KW) reaches the kernels with axis ``dim`` contiguous: ``(None,
+    None, strides of w)`` where it is laid out so, else ``(pack Site, packed shape, strides
+    of the packed copy in (O, CG, KH, KW) order)`` (``pack4``: one launch of ember's, cheaper
+    on the host than a CuPy copy)."""
     if w.strides[dim] == w.itemsize or w.shape[dim] == 1:
-        return w
+        return None, None, _strides(w)
     order = [a for a in range(4) if a != dim] + [dim]
     src = w.transpose(order)
-    packed = _xp(w).empty(src.shape, w.dtype)
-    _launch(kernels().pack4, (-(-w.size // 1024),),
-            [_ptr(w), _ptr(packed), *src.shape[1:], *_strides(src), w.size], 4, None,
-            BLOCK=1024)
-    return packed.transpose([order.index(a) for a in range(4)])
+    packed = _contiguous_strides(src.shape)
+    site = _site(kernels().pack4, (-(-w.size // 1024),),
+                 [*src.shape[1:], *_strides(src), w.size], 4, None, BLOCK=1024)
+    return site, src.shape, [packed[order.index(a)] for a in range(4)]
+
+
+def _weight(xp, w, site, shape):
+    """The weight as the plan's kernels read it (``_packing``)."""
+    if site is None:
+        return w
+    packed = xp.empty(shape, w.dtype)
+    _run(site, [w, packed])
+    return packed
 
 
 def _geometry(input, weight, bias, stride, padding, dilation, groups, out_size):
@@ -202,10 +220,48 @@ def _geometry(input, weight, bias, stride, padding, dilation, groups, out_size):
             _pair(dilation, nd, 1), _pair(out_size, nd, 1))
 
 
+# Plans: what a call launches, by everything but the arrays' addresses (shapes, strides,
+# dtypes, geometry, cudnn.allow_tf32), so a repeated call allocates its result and makes
+# its launches (adapter.Site) without recomputing any of it. None: not ours.
+_PLANS: dict = {}
+_MISSING = object()
+
+
+def _layout(a):
+    return None if a is None else (type(a), a.shape, a.strides, a.dtype)
+
+
+def _planned(make, *args):
+    """The plan ``make(*args)`` builds, cached by the arrays' layouts and the other args."""
+    try:
+        key = (make, cudnn.allow_tf32, *(_layout(a) if hasattr(a, "strides") else
+                                           tuple(a) if type(a) is list else a for a in args))
+        plan = _PLANS.get(key, _MISSING)
+    except TypeError:  # unhashable geometry: the impl's to check
+        return None
+    if plan is _MISSING:
+        if len(_PLANS) > 4096:
+            _PLANS.clear()
+        plan = _PLANS[key] = make(*args)
+    return plan
+
+
 # ---------------------------------------------------------------------- forward
 def _conv_nd(input, weight, bias, stride, padding, dilation, groups, out_size):
     """``_conv_nd``: (N, C, *S) x (O, C/groups, *K) -> (N, O, *out_size)."""
-    nd = len(out_size)
+    plan = _planned(_forward_plan, input, weight, bias, stride, padding, dilation, groups,
+                    out_size)
+    if plan is None:
+        return None
+    pack, packed_shape, site, y_shape = plan
+    xp = _xp(input)
+    w = _weight(xp, weight, pack, packed_shape)
+    y = xp.empty(y_shape, input.dtype)
+    _run(site, [input, w, input if bias is None else bias, y])
+    return y
+
+
+def _forward_plan(input, weight, bias, stride, padding, dilation, groups, out_size):
     g = _geometry(input, weight, bias, stride, padding, dilation, groups, out_size)
     if g is None:
         return None
@@ -215,27 +271,37 @@ def _conv_nd(input, weight, bias, stride, padding, dilation, groups, out_size):
     og = o // groups
     m = n * oh * ow
     flat = cg < FLAT_BELOW and kh * kw > 1
-    w = w if flat else _weight_for(w, 1)
-    y = _xp(x).empty((n, o, oh, ow), x.dtype)
+    pack, packed_shape, w_strides = (None, None, _strides(w)) if flat else _packing(w, 1)
     bm, bn, bk, warps, stages = _config(
         "fwd", x.dtype, og > 64, lambda bm, bn: -(-m // bm) * -(-og // bn) * groups)
     if flat and not adapter.interpreting():
         bk = 16 if cg * kh * kw <= 16 else 32
-    b = bias if bias is not None else x
-    _launch(kernels().conv_fwd, (-(-m // bm), -(-og // bn), groups),
-            [_ptr(x), _ptr(w), _ptr(b), _ptr(y), h, wd, oh, ow, m, cg, og,
-             *_strides(x), *_strides(w), _strides(b)[0] if bias is not None else 0,
-             *_strides(y), sth, stw, ph, pw, dh, dw],
-            warps, stages, KH=kh, KW=kw, FLAT=flat, HAS_BIAS=bias is not None,
-            PRECISION=_precision(x.dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
-    return y if nd == 2 else y[:, :, 0, :]
+    site = _site(kernels().conv_fwd, (-(-m // bm), -(-og // bn), groups),
+                 [h, wd, oh, ow, m, cg, og, *_strides(x), *w_strides,
+                  _strides(bias)[0] if bias is not None else 0,
+                  *_contiguous_strides((n, o, oh, ow)), sth, stw, ph, pw, dh, dw],
+                 warps, stages, KH=kh, KW=kw, FLAT=flat, HAS_BIAS=bias is not None,
+                 PRECISION=_precision(x.dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+    return pack, packed_shape, site, (n, o) + tuple(out_size)
 
 
 # ---------------------------------------------------------------------- data gradient
 def _conv_transpose_nd(input, weight, bias, stride, padding, dilation, groups, out_size):
     """``_conv_transpose_nd``: (N, O, *Y) x (O, C/groups, *K) -> (N, C, *out_size), the
     adjoint of ``_conv_nd`` in its input."""
-    nd = len(out_size)
+    plan = _planned(_transpose_plan, input, weight, bias, stride, padding, dilation, groups,
+                    out_size)
+    if plan is None:
+        return None
+    pack, packed_shape, site, x_shape = plan
+    xp = _xp(input)
+    w = _weight(xp, weight, pack, packed_shape)
+    x = xp.empty(x_shape, input.dtype)
+    _run(site, [input, w, input if bias is None else bias, x])
+    return x
+
+
+def _transpose_plan(input, weight, bias, stride, padding, dilation, groups, out_size):
     g = _geometry(input, weight, bias, stride, padding, dilation, groups, out_size)
     if g is None:
         return None
@@ -246,22 +312,20 @@ def _conv_transpose_nd(input, weight, bias, stride, padding, dilation, groups, o
     c = cg * groups
     hq, wq = -(-h // sth), -(-wd // stw)
     mq = n * hq * wq
-    w = _weight_for(w, 0)
-    x = _xp(yv).empty((n, c, h, wd), yv.dtype)
+    pack, packed_shape, w_strides = _packing(w, 0)
     phases = sth * stw
     bm, bn, bk, warps, stages = _config(
         "dgrad", yv.dtype, cg > 64, lambda bm, bn: -(-mq // bm) * -(-cg // bn) * groups * phases)
     if og <= 16 and not adapter.interpreting():
         bk = 16
-    b = bias if bias is not None else yv
-    _launch(kernels().conv_dgrad, (-(-mq // bm), -(-cg // bn), groups * phases),
-            [_ptr(yv), _ptr(w), _ptr(b), _ptr(x), h, wd, oh, ow, hq, wq, mq, cg, og,
-             *_strides(yv), *_strides(w), _strides(b)[0] if bias is not None else 0,
-             *_strides(x), sth, stw, ph, pw, dh, dw, sth // math.gcd(sth, dh),
-             stw // math.gcd(stw, dw)],
-            warps, stages, KH=kh, KW=kw, HAS_BIAS=bias is not None,
-            PRECISION=_precision(yv.dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
-    return x if nd == 2 else x[:, :, 0, :]
+    site = _site(kernels().conv_dgrad, (-(-mq // bm), -(-cg // bn), groups * phases),
+                 [h, wd, oh, ow, hq, wq, mq, cg, og, *_strides(yv), *w_strides,
+                  _strides(bias)[0] if bias is not None else 0,
+                  *_contiguous_strides((n, c, h, wd)), sth, stw, ph, pw, dh, dw,
+                  sth // math.gcd(sth, dh), stw // math.gcd(stw, dw)],
+                 warps, stages, KH=kh, KW=kw, HAS_BIAS=bias is not None,
+                 PRECISION=_precision(yv.dtype), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+    return pack, packed_shape, site, (n, c) + tuple(out_size)
 
 
 # ---------------------------------------------------------------------- weight gradient
@@ -279,6 +343,24 @@ def _split(programs: int, ktot: int, bk: int) -> int:
 def _conv_weight_grad(input, grad_output, kernel_size, stride, padding, dilation, groups):
     """``_conv_weight_grad``: the adjoint of ``_conv_nd`` in its weight,
     (N, C, *S) x (N, O, *Y) -> (O, C/groups, *kernel_size)."""
+    plan = _planned(_weight_grad_plan, input, grad_output, kernel_size, stride, padding,
+                    dilation, groups)
+    if plan is None:
+        return None
+    shape, split, site, total = plan
+    xp = _xp(input)
+    out = xp.empty(shape, input.dtype)
+    if total is None:
+        _run(site, [input, grad_output, out])
+        return out
+    part = xp.empty(split * out.size, np.float32)
+    _run(site, [input, grad_output, part])
+    _run(total, [part, out])
+    return out
+
+
+def _weight_grad_plan(input, grad_output, kernel_size, stride, padding, dilation, groups):
+    """``(weight shape, split, kernel Site, summing Site or None)``."""
     nd = len(kernel_size)
     if not _covered([input, grad_output], nd) or 0 in kernel_size:
         return None
@@ -304,19 +386,17 @@ def _conv_weight_grad(input, grad_output, kernel_size, stride, padding, dilation
     chunk = -(-ktot // split)
     chunk = -(-chunk // bk) * bk
     split = -(-ktot // chunk)
-    xp = _xp(x)
-    out = xp.empty((o, cg, kh, kw), x.dtype)
-    part = out if split == 1 else xp.empty((split,) + out.shape, np.float32)
-    _launch(kernels().conv_wgrad, (-(-og // bm), grid_n, groups * split),
-            [_ptr(x), _ptr(gy), _ptr(part), h, wd, oh, ow, ktot, cg, og, o, chunk, split,
-             *_strides(x), *_strides(gy), sth, stw, ph, pw, dh, dw],
-            warps, stages, KH=kh, KW=kw, FLAT=flat, PRECISION=_precision(x.dtype),
-            BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+    site = _site(kernels().conv_wgrad, (-(-og // bm), grid_n, groups * split),
+                 [h, wd, oh, ow, ktot, cg, og, o, chunk, split,
+                  *_strides(x), *_strides(gy), sth, stw, ph, pw, dh, dw],
+                 warps, stages, KH=kh, KW=kw, FLAT=flat, PRECISION=_precision(x.dtype),
+                 BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+    total = None
     if split > 1:
-        total = out.size
-        _launch(kernels().sum_splits, (-(-total // 1024),), [_ptr(part), _ptr(out), total, split],
-                4, None, BLOCK=1024)
-    return out if nd == 2 else out[:, :, 0, :]
+        size = o * cg * kh * kw
+        total = _site(kernels().sum_splits, (-(-size // 1024),), [size, split], 4, None,
+                      BLOCK=1024)
+    return (o, cg) + tuple(kernel_size), split, site, total
 
 
 OVERRIDES = {

@@ -95,11 +95,12 @@ class Pointer:
 
 
 def pointers(arrays) -> list:
-    """The pointer arguments of ``arrays``: ``Pointer(address, dtype)`` of CuPy's; under the
-    interpreter the (numpy) arrays themselves, which ``launch`` wraps."""
+    """The pointer arguments of ``arrays``: ``Pointer(address, dtype)`` of CuPy's (``Pointer``s
+    pass through); under the interpreter the (numpy) arrays themselves, which ``launch``
+    wraps."""
     if interpreting():
         return list(arrays)
-    return [Pointer(a.data.ptr, a.dtype) for a in arrays]
+    return [a if type(a) is Pointer else Pointer(a.data.ptr, a.dtype) for a in arrays]
 
 
 class _HostStorage:
@@ -337,6 +338,61 @@ def prepare(kernel, grid: tuple, args, *, num_warps: int | None = None,
     def go(stream: int, *a) -> None:
         c(g0, g1, g2, stream, *fixed, *a, *tail)
     return go
+
+
+class Site:
+    """One launch of ``kernel`` over ``grid`` whose runtime numbers (``numbers``, after the
+    pointers), compile-time arguments and options are fixed: calls pass only the pointer
+    arguments, which differ between calls in their addresses alone (a wrapper keeps one Site
+    per plan of shapes and dtypes). ``site(operands)`` takes arrays (CuPy's; numpy's under
+    the interpreter) or ``Pointer``s. The first call whose addresses are all 16-byte aligned
+    prepares Triton's C launcher for that signature; later aligned calls on that device are
+    that one C call. Other calls take ``launch``."""
+
+    __slots__ = ("kernel", "grid", "numbers", "options", "constexprs", "go", "device")
+
+    def __init__(self, kernel, grid: tuple, numbers=(), *, num_warps: int | None = None,
+                 num_stages: int | None = None, enable_fp_fusion: bool | None = None,
+                 **constexprs):
+        self.kernel, self.grid, self.numbers = kernel, tuple(grid), tuple(numbers)
+        self.options = {"num_warps": num_warps, "num_stages": num_stages,
+                        "enable_fp_fusion": enable_fp_fusion}
+        self.constexprs = constexprs
+        self.go = self.device = None
+
+    def __call__(self, operands) -> None:
+        if self.go is not None:
+            addresses = [p.ptr if type(p) is Pointer else p.data.ptr for p in operands]
+            bits = 0
+            for a in addresses:
+                bits |= a
+            if not bits & 15 and _cupy().cuda.runtime.getDevice() == self.device:
+                self.go(_cupy().cuda.get_current_stream().ptr, *addresses, *self.numbers)
+                return
+        args = pointers(operands) + list(self.numbers)
+        launch(self.kernel, self.grid, args, **self.options, **self.constexprs)
+        if self.go is None and not interpreting() and \
+                not any(a.ptr & 15 for a in args[:len(operands)]):
+            self.device = _cupy().cuda.runtime.getDevice()
+            self.go = prepare(self.kernel, self.grid, args, **self.options, **self.constexprs)
+
+
+def scratch(xp, dtype, sizes) -> tuple:
+    """``(buffer, pieces)``: one allocation holding consecutive pieces of ``sizes`` elements of
+    ``dtype``, each starting 16-byte aligned, and the pieces as pointer arguments:
+    ``Pointer``s into the buffer on the GPU (no CuPy view made), numpy views of it under the
+    interpreter (which reads arrays). The caller keeps ``buffer`` while kernels use it."""
+    item = np.dtype(dtype).itemsize
+    step = max(1, 16 // item)
+    starts, at = [], 0
+    for n in sizes:
+        starts.append(at)
+        at += -(-n // step) * step
+    buffer = xp.empty(max(at, 1), dtype)
+    if interpreting():
+        return buffer, [buffer[a:a + n] for a, n in zip(starts, sizes)]
+    base, dt = buffer.data.ptr, buffer.dtype
+    return buffer, [Pointer(base + a * item, dt) for a in starts]
 
 
 def _launcher(kernel, device, grid, args, constexprs, num_warps, num_stages, enable_fp_fusion):
