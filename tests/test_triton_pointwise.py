@@ -239,6 +239,35 @@ def test_numbers_are_passed_at_launch_not_compiled_in(monkeypatch):
     assert emitted[0] == emitted[1] == emitted[2]  # the first bound's kernels serve every one
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int8", "int64"])
+def test_comparisons_and_where_take_numbers_at_launch(monkeypatch, dtype):
+    """A comparison or ``where`` with a Python number: the number passed at launch (no device
+    array made for it: ``asarray`` is never called), with PyTorch's results. Beside a half
+    tensor a comparison rounds the number to the half type first (0.1 equals half(0.1));
+    an integer tensor wraps an out-of-range integer to its width (int8: 1000 is -24)."""
+    a = np.array([0.0999755859375, 0.1, -24.0, 1.0, 2.5, -0.0, np.nan, 3.0])
+    if dtype.startswith("int"):
+        a = np.array([1, 2, 3, -24, 0, -1, 100, 7])
+    e, t = pair(a, dtype)
+    made = []
+    monkeypatch.setattr(cpu.BACKEND.xp, "asarray",
+                        lambda *args, real=cpu.BACKEND.xp.asarray, **kw: (
+                            made.append(args), real(*args, **kw))[1])
+    for number in (0.1, 1000, 2.5, -24, 0):
+        for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+            check(getattr(ember, name)(e, number), getattr(torch, name)(t, number), dtype)
+        if dtype == "int8" and number == 1000:  # PyTorch refuses where's overflowing scalar
+            with pytest.raises(RuntimeError, match="int8_t without overflow"):
+                torch.where(t > 0, number, t)
+            with pytest.raises(RuntimeError, match="int8_t without overflow"):
+                ember.where(e > 0, number, e)
+            continue
+        check(launched(lambda: ember.where(e > 0, number, e)),
+              torch.where(t > 0, number, t), dtype)
+    half = dtype in ("float16", "bfloat16")
+    assert bool(made) == half, made  # half comparisons round the number on the host first
+
+
 ARITH = [
     ("add", lambda m, a, b: m.add(a, b)), ("add_alpha", lambda m, a, b: m.add(a, b, alpha=3)),
     ("sub", lambda m, a, b: a - b), ("sub_alpha", lambda m, a, b: m.sub(a, b, alpha=2)),

@@ -11,6 +11,8 @@ logical ops, shifts) or the CPU backend's kernels.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _dtype as D
@@ -417,7 +419,8 @@ def _comparison(name, ordered):
     math.__name__ = name
     math.__doc__ = f"``{name}(input, other)``: a bool tensor."
     return binop(ALWAYS_BOOL, tensor_only=("input",), kinds="bif" if ordered else "bifc",
-                 refuse=refuse, inplace=True, differentiable=False, name=name)(interpret(math))
+                 refuse=refuse, inplace=True, differentiable=False, name=name,
+                 compiled="rounded")(interpret(math))
 
 
 eq = _comparison("eq", False)
@@ -525,9 +528,34 @@ def _where_operands(raw: dict, rt, kwargs) -> None:
                       "condition, Tensor input, Tensor other)")
         e._ember_final = True
         raise e
+    for v in (raw["input"], raw["other"]):
+        if type(v) in (int, float) and _overflows(v, rt):
+            raise RuntimeError(f"value cannot be converted to type {_C_NAME[rt]} without "
+                               "overflow")
 
 
-@binop(promote_args=("input", "other"), saves=("condition",), check=_where_operands)
+_C_NAME = {D.int8: "int8_t", D.uint8: "uint8_t", D.int16: "int16_t", D.int32: "int",
+           D.int64: "int64_t", D.float32: "float"}
+
+
+def _overflows(v, dtype) -> bool:
+    """Whether PyTorch refuses the number ``v`` as a scalar operand of ``dtype``: an integer
+    outside a signed type's range (an unsigned one takes negatives down to -max, which
+    wrap); a finite float beyond float32's range. Half types take anything (as inf)."""
+    if dtype not in _C_NAME:
+        return False
+    if dtype.kind == "f":
+        return math.isfinite(v) and abs(v) > 3.4028234663852886e38
+    if type(v) is not int:
+        return False
+    info = np.iinfo(dtype.np)
+    if info.min == 0:
+        return v > info.max or v < -info.max
+    return not info.min <= v <= info.max
+
+
+@binop(promote_args=("input", "other"), saves=("condition",), check=_where_operands,
+       compiled=True)
 def where(xp, condition: "Tensor", input: "Scalar|Tensor" = None, other: "Scalar|Tensor" = None):
     """``where(condition, input, other)``; ``where(condition)`` is ``nonzero(as_tuple=True)``."""
     if input is None and other is None:  # a 0-d condition counts as one element

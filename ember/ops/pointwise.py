@@ -125,8 +125,12 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
         rest = ppos[1:]
         fixed = None if callable(promote) else promote
         # a definition over the primitives (interpret), or an impl that calls compiled ones
-        # where the backend compiles them (``compiled=True``: add, sub, mul, div; those also
-        # take Python numbers as they are, passed to the kernel at launch)
+        # where the backend compiles them. ``compiled=True`` (add, sub, mul, div, where):
+        # where the backend compiles, Python numbers are passed to the kernel at launch as
+        # they are (no device array made for them), and meet a tensor operand in its compute
+        # type (a half tensor's float32, as PyTorch's kernels take them); ``"rounded"`` (the
+        # comparisons): the same except beside half tensors, whose comparisons see the
+        # number rounded to the half type first (PyTorch's do)
         passes_numbers = options.pop("compiled", False)
         defined = hasattr(fn, "kernels") or passes_numbers
         # promoted operands without a default may not be None (``x.mul(None)``)
@@ -182,7 +186,10 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
                 if refuse and c in refuse:
                     raise refuse[c][0](refuse[c][1].format(T=D.TYPE_NAME[rt]))
                 raise not_implemented(opname, xp.empty(0, rt.np))
-            compiled = passes_numbers and xp in COMPILERS and ct.kind in "fiu"
+            # (a number is weakly typed in a kernel: it takes the dtype of an array beside it)
+            compiled = passes_numbers and xp in COMPILERS and ct.kind in "fiu" and \
+                any(type(v) in ARRAY_TYPES for v in raw) and \
+                (passes_numbers is True or ct not in _HALF)
             for i in ppos:
                 if i < len(args):
                     v = args[i]
