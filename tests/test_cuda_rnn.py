@@ -24,9 +24,10 @@ aten = torch.ops.aten
 
 
 @pytest.fixture(autouse=True)
-def ieee_torch():
-    """torch's cuDNN RNNs and products in IEEE float32, as ember computes them (cuDNN would
-    use TF32 by default)."""
+def ieee_torch(monkeypatch):
+    """Both libraries' RNNs and products in IEEE float32 (both use TF32 by default, following
+    cudnn.allow_tf32: ember's whole-layer products as PyTorch's cuDNN RNNs)."""
+    monkeypatch.setattr(ember.backends.cudnn, "allow_tf32", False)
     saved = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     # (torch's test utilities, which other files import, freeze cuDNN's global flags: the
@@ -251,3 +252,19 @@ def test_double_backward_on_cuda():
     ge.pow(2).sum().backward()
     gt.pow(2).sum().backward()
     same(ex.grad, tx.grad, "float64", 1e4)
+
+
+def test_lstm_layer_follows_cudnn_allow_tf32(monkeypatch):
+    """nn.LSTM's recurrent products run in TF32 while ``ember.backends.cudnn.allow_tf32``
+    (default True) is set, as PyTorch's cuDNN LSTM: with the flag on both libraries agree
+    to TF32's precision and ember's result moves off its IEEE one; with it off, IEEE."""
+    seq, batch, hidden = 16, 8, 64
+    e, t = _modules("LSTM", "float32", size=(6, hidden))
+    ex, tx = pair((seq, batch, 6), "float32", 3)
+    ieee = e(ex)[0].detach().cpu().numpy()
+    monkeypatch.setattr(ember.backends.cudnn, "allow_tf32", True)
+    tf32 = e(ex)[0].detach().cpu().numpy()
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=True):
+        want = t(tx)[0].detach().cpu().numpy()
+    np.testing.assert_allclose(tf32, want, rtol=5e-3, atol=5e-3)
+    assert np.abs(tf32 - ieee).max() > 1e-6  # TF32's rounding shows

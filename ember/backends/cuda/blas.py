@@ -213,9 +213,12 @@ def matmul(a, b, out=None, bias=None):
     return out
 
 
-def _compute_type(dtype) -> int:
+def _compute_type(dtype, tf32: bool | None = None) -> int:
+    """cuBLAS's compute type for ``dtype``: float32 products in TF32 where ``tf32`` (None:
+    ``ember.backends.cuda.matmul.allow_tf32``, the setting of matmul and its kin)."""
     compute = TYPES[dtype][1]
-    if compute == COMPUTE_32F and dtype == np.float32 and settings.allow_tf32():
+    if compute == COMPUTE_32F and dtype == np.float32 and \
+            (settings.allow_tf32() if tf32 is None else tf32):
         compute = COMPUTE_32F_FAST_TF32
     return compute
 
@@ -278,14 +281,14 @@ def _lt_product(ga, gb, out, m, n, k, count, bias) -> bool:
     return _lt_run(g, a.data.ptr, b.data.ptr, out, None, beta=1)
 
 
-def _gemm(ga, gb, c, m, n, k, count, beta=0) -> None:
+def _gemm(ga, gb, c, m, n, k, count, beta=0, tf32: bool | None = None) -> None:
     """The product by ``cublasGemmStridedBatchedEx`` (where cuBLASLt has no algorithm; also
-    the reference the Lt path was checked against)."""
+    the reference the Lt path was checked against); ``tf32`` as ``_compute_type``'s."""
     cp = cupy()
     a, ta, lda, sa = ga
     b, tb, ldb, sb = gb
     dtype_id, _, scalar = TYPES[a.dtype]
-    compute = _compute_type(a.dtype)
+    compute = _compute_type(a.dtype, tf32)
     one, c_scale = scalar(1), scalar(beta)
     device = cp.cuda.runtime.getDevice()
     hd, lib = handle(device), library()
@@ -303,12 +306,12 @@ def _gemm(ga, gb, c, m, n, k, count, beta=0) -> None:
 matmul.widens_half = True  # float16/bfloat16 accumulate in float32 and round once (linalg.py)
 
 
-def gemm_launcher(a, b, c, beta: int = 0):
+def gemm_launcher(a, b, c, beta: int = 0, tf32: bool | None = None):
     """``go(a_ptr, b_ptr, c_ptr)``: ``c = a @ b`` (``+ c`` when ``beta``) for 2-D operands laid
     out as these examples (shapes, strides, dtype; ``c`` C-contiguous) at other addresses, on
     the current stream: ``matmul``'s argument work done once, for a loop of many small
-    products (a recurrent layer's steps). None where an operand would need a copy or the dtype
-    is not cuBLAS's."""
+    products (a recurrent layer's steps); ``tf32`` as ``_compute_type``'s. None where an
+    operand would need a copy or the dtype is not cuBLAS's."""
     cp = cupy()
     if a.dtype != b.dtype or a.dtype != c.dtype or a.dtype not in TYPES or a.ndim != 2 or \
             b.ndim != 2 or c.shape != (a.shape[0], b.shape[1]) or not c.flags.c_contiguous:
@@ -319,9 +322,8 @@ def gemm_launcher(a, b, c, beta: int = 0):
     b2, tb, ldb, _ = _as_gemm_operand(b)
     if a2 is not a or b2 is not b or not (m and n and k):
         return None
-    dtype_id, compute, scalar = TYPES[a.dtype]
-    if compute == COMPUTE_32F and a.dtype == np.float32 and settings.allow_tf32():
-        compute = COMPUTE_32F_FAST_TF32
+    dtype_id, _, scalar = TYPES[a.dtype]
+    compute = _compute_type(a.dtype, tf32)
     one, c_scale = scalar(1), scalar(beta)
     hd, lib = handle(cp.cuda.runtime.getDevice()), library()
     _check(lib.cublasSetStream_v2(hd, cp.cuda.get_current_stream().ptr), "cublasSetStream")

@@ -9,7 +9,8 @@ which is how CI runs them) and returns the result arrays, or None where it does 
 (bad shapes, mixed or non-float dtypes, empty inputs), so the generic impl runs and raises
 its own errors. Gate arrays are read in place when their last dim is contiguous; state
 arrays are made contiguous. float16 / bfloat16 compute in float32 and round once; float64 in
-float64.
+float64. A whole layer's products (``_lstm_layer``) are float32 products in TF32 while
+``ember.backends.cudnn.allow_tf32`` is set (default True), as PyTorch's cuDNN RNNs are.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import _dtype as D
+from .. import cudnn
 from . import triton_adapter as adapter
 from .runtime import cupy
 
@@ -186,7 +188,8 @@ def _mm_into(a, b, out, beta: int = 0) -> None:
         return
     from .blas import _as_gemm_operand, _gemm
     m, k = a.shape
-    _gemm(_as_gemm_operand(a), _as_gemm_operand(b), out, m, b.shape[1], k, 1, beta=beta)
+    _gemm(_as_gemm_operand(a), _as_gemm_operand(b), out, m, b.shape[1], k, 1, beta=beta,
+          tf32=cudnn.allow_tf32)
 
 
 _HALF = frozenset((np.dtype(np.float16), np.dtype(D.bfloat16.np)))
@@ -328,7 +331,7 @@ def _fast_forward(ig, hx, cx, w_t, out, cells, ws, hg, reverse) -> bool:
     if isinstance(ig, np.ndarray):
         return False
     from .blas import gemm_launcher
-    gemm = gemm_launcher(hx, w_t, hg)
+    gemm = gemm_launcher(hx, w_t, hg, tf32=cudnn.allow_tf32)
     if gemm is None:
         return False
     t_len, b, g4 = ig.shape
@@ -358,7 +361,7 @@ def _fast_backward(go, gh, gc, has_gh, has_gc, c0, cells, ws, grads, w, reverse)
         return False
     from .blas import gemm_launcher
     t_len, b, g4 = ws.shape
-    gemm = gemm_launcher(grads[0], w, gh)
+    gemm = gemm_launcher(grads[0], w, gh, tf32=cudnn.allow_tf32)
     if gemm is None:
         return False
     h = g4 // 4
