@@ -29,6 +29,7 @@ from .._tensor import _wrap_dim
 from ..backends import special
 from ..backends.xp_ops import COMPILERS, interpret
 from .binary import where
+from .pointwise import promoted_op
 from .reduction import reduce_dims, unreduce
 from .registry import DEFAULT, call_inplace, op
 
@@ -94,7 +95,23 @@ relu.half_in_kernel = True  # (max is exact in any precision: no widening either
 
 @relu.def_backward
 def _(ctx, g):
-    return where(ctx.out <= 0, 0, g)
+    return threshold_backward(g, ctx.out, 0)
+
+
+@promoted_op(promote_args=("grad_output", "self"), tensor_only=("grad_output", "self"),
+             kinds="bif", saves=("self",), method=False, function=False, out=False,
+             compiled=True)
+@interpret
+def threshold_backward(ops, grad_output: "Tensor", self: "Tensor", threshold):
+    """``threshold_backward(grad_output, self, threshold)``: grad_output where self >
+    threshold, else 0 (the input gradient of relu and threshold, one kernel where a
+    backend compiles)."""
+    return ops.where(ops.le(self, threshold), 0, grad_output)
+
+
+@threshold_backward.def_backward
+def _(ctx, g):
+    return threshold_backward(g, ctx.self, ctx.threshold), None
 
 
 @_activation()
@@ -117,7 +134,7 @@ def threshold(xp, input: "Tensor", threshold, value):
 
 @threshold.def_backward
 def _(ctx, g):
-    return where(ctx.input <= ctx.threshold, 0, g)
+    return threshold_backward(g, ctx.input, ctx.threshold)
 
 
 @_activation("leaky_relu_cpu")

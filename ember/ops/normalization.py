@@ -100,8 +100,13 @@ def _first_order(g_mean, g_rstd) -> bool:
 def _norm_backward(xp, grad: "Tensor", input: "Tensor", mean: "Tensor?", rstd: "Tensor",
                    weight: "Tensor?", stat_dims, param_dims, needs):
     """First-order norm backward as one numpy kernel -> (grad_input, grad_weight, grad_bias);
-    mean, rstd and weight arrive shaped to broadcast against input."""
+    mean, rstd and weight arrive shaped to broadcast against input, or in batch norm's layout
+    (statistics and parameters over every dim but 1) as vectors over dim 1."""
     k = len(stat_dims)
+    if input.ndim > 2 and stat_dims == param_dims == (0,) + tuple(range(2, input.ndim)):
+        chan = (1, -1) + (1,) * (input.ndim - 2)
+        mean, rstd, weight = (a if a is None or a.ndim == input.ndim else a.reshape(chan)
+                              for a in (mean, rstd, weight))
     if mean is not None and stat_dims == tuple(range(input.ndim - k, input.ndim)) and \
             param_dims == tuple(range(input.ndim - k)) and input.size:
         return _rows_backward(xp, grad, input, mean, rstd, weight, needs, k)
@@ -409,10 +414,10 @@ def _(ctx, g, g_mean=None, g_invstd=None):
     c = x.shape[1] if x.ndim > 1 else 1
     shape = _chan_shape(c, x.ndim)
     axes = (0,) + tuple(range(2, x.ndim))
+    if ctx.training and _first_order(g_mean, g_invstd):  # (vectors over dim 1 as they are)
+        return _norm_backward(g, x, mean, invstd, w, axes, axes,
+                              (need_x, need_w, need_b)) + (None, None)
     s = invstd.reshape(shape)
-    if ctx.training and _first_order(g_mean, g_invstd):
-        return _norm_backward(g, x, mean.reshape(shape), s, None if w is None else w.reshape(shape),
-                              axes, axes, (need_x, need_w, need_b)) + (None, None)
     xhat = (x - mean.reshape(shape)) * s
     gx = gw = gb = None
     if need_x:
