@@ -357,8 +357,9 @@ def test_gpu_path_prepares_a_launcher_per_plan_and_launches_by_address(monkeypat
     """The GPU path of a generated kernel (CuPy's arrays faked by ``_Device``; ``prepare`` and
     ``launch`` replaced by ones that map addresses back to arrays and interpret the kernel):
     a plan's first aligned launch goes through ``launch`` and prepares a launcher, later ones
-    call it with plain addresses and the plan's sizes; an unaligned view, and Python numbers
-    passed at launch, take ``launch``."""
+    call it with plain addresses and the plan's sizes; an unaligned view takes ``launch``;
+    Python numbers passed at launch go to the prepared launcher while their types match
+    (float; an int of 32 bits, then one needing 64 takes ``launch``)."""
     import types
 
     from ember.ops.binary import _sum, _sum_scaled
@@ -377,11 +378,11 @@ def test_gpu_path_prepares_a_launcher_per_plan_and_launches_by_address(monkeypat
         calls["prepare"] += 1
         n_ptr = sum(type(a) is triton_adapter.Pointer for a in args)
         assert all(a.ptr % 16 == 0 for a in args[:n_ptr])
-        fixed = list(args[n_ptr:])
+        fixed = args[-1]  # the element count (dense operands: after the numbers)
 
         def go(stream, *a):
             calls["go"] += 1
-            assert stream == 77 and list(a[n_ptr:]) == fixed
+            assert stream == 77 and a[-1] == fixed
             run(kernel, grid, a, constexprs)
         return go
 
@@ -408,11 +409,17 @@ def test_gpu_path_prepares_a_launcher_per_plan_and_launches_by_address(monkeypat
     np.testing.assert_array_equal(np.asarray(add(a, b)), np.asarray(a) + np.asarray(b))
     assert calls["launch"] == 2 and calls["prepare"] == 1
     scaled = pointwise.compile(_sum_scaled.kernels.defn, xp)
-    for alpha in (2.0, 3.0):  # the number is passed at launch: never a prepared launcher
+    a, b = (dev(rng.standard_normal((5, 7)).astype(np.float32)) for _ in range(2))
+    for alpha in (2.0, 3.0, -0.5):  # numbers at launch: prepared after the first call
         got = scaled(a, b, alpha)
         np.testing.assert_allclose(np.asarray(got), np.asarray(a) + alpha * np.asarray(b),
                                    rtol=1e-6)
-    assert calls["prepare"] == 1 and calls["launch"] == 4
+    assert calls == {"prepare": 2, "go": 4, "launch": 3}
+    ia, ib = (dev(rng.integers(-9, 9, (5, 7))) for _ in range(2))
+    for alpha in (2, 3, 2**40, 5):  # int64 operands: a 64-bit number takes launch
+        got = scaled(ia, ib, alpha)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(ia) + alpha * np.asarray(ib))
+    assert calls == {"prepare": 3, "go": 6, "launch": 5}
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64"])

@@ -81,27 +81,34 @@ def compile(defn, xp):
         if n:
             STATS["launches"] += 1
             arrays = (out, *(a for a in operands if type(a) is array_type))
-            if ready is not None and not passed:
-                # the plan's prepared launcher: every address 16-byte aligned, on its device
+            numbers = [operands[i] for i in passed] if passed else ()
+            if ready is not None:
+                # the plan's prepared launcher: every address 16-byte aligned, on its device,
+                # the numbers of the types it was prepared for
                 ptrs = [a.data.ptr for a in arrays]
                 bits = 0
                 for p in ptrs:
                     bits |= p
-                if not bits & 15 and adapter.current_device() == ready[0]:
-                    ready[1](adapter.current_stream(), *ptrs, *tail)
+                if not bits & 15 and adapter.current_device() == ready[0] and \
+                        (not numbers or _types(numbers) == ready[2]):
+                    ready[1](adapter.current_stream(), *ptrs, *numbers, *tail)
                     return out
-            args = adapter.pointers(arrays)
-            if passed:
-                args += [operands[i] for i in passed]
+            args = adapter.pointers(arrays) + list(numbers)
             adapter.launch(fn, grid, args + tail, BLOCK=BLOCK)
-            if ready is None and not passed and not adapter.interpreting():
-                ptrs = [a.ptr for a in args]
-                if not any(p & 15 for p in ptrs):
+            if ready is None and not adapter.interpreting():
+                if not any(a.ptr & 15 for a in args[:len(arrays)]):
                     plan[7] = (adapter.current_device(),
-                               adapter.prepare(fn, grid, args + tail, BLOCK=BLOCK))
+                               adapter.prepare(fn, grid, args + tail, BLOCK=BLOCK),
+                               _types(numbers))
         return out
     kernel.__name__ = f"triton_{name}"
     return kernel
+
+
+def _types(numbers) -> tuple:
+    """What a launch's compiled signature takes of numbers passed at launch (the kernels do
+    not specialise on their values): bool, float (float32), or an int of 32 or 64 bits."""
+    return tuple(-2**31 <= v < 2**31 if type(v) is int else type(v) for v in numbers)
 
 
 def inplace(plain, scaled, integers: bool, backend):
