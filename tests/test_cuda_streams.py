@@ -310,7 +310,9 @@ def test_pinned_memory_and_asynchronous_copies():
 
 @pytest.mark.xfail(strict=False, reason="flaky on the H200 (2026-11-26: passed in one run, "
                    "failed in the next): a non_blocking copy from pinned memory sometimes waits "
-                   "for the stream's earlier work (issue 14: remaining)")
+                   "for the stream's earlier work; with a first non_blocking copy on the same "
+                   "stream s before the spin it failed 5 runs of 5 (2026-11-27), so the wait "
+                   "follows an earlier copy on that stream (issue 14: remaining)")
 def test_a_non_blocking_copy_from_pinned_memory_returns_at_once():
     p = ember.arange(1 << 18, dtype=ember.float32).pin_memory()
     s = ember.cuda.Stream()
