@@ -173,6 +173,7 @@ HAND = {
     "_norm_backward": (F.layer_norm, lambda dt: (
         (_rand(4, 6, dtype=dt), (6,), _rand(6, dtype=dt, seed=1), _rand(6, dtype=dt, seed=2)),
         {})),  # backward
+    "threshold_backward": (F.relu, lambda dt: ((_rand(3, 4, dtype=dt),), {})),  # backward
     "_repeat_interleave_grad": (ember.repeat_interleave,
                                 lambda dt: ((_rand(3, 4, dtype=dt), 2), {"dim": 0})),
     "diagonal_backward": (ember.diag, lambda dt: ((_rand(4, 5, dtype=dt),), {"diagonal": 1})),
