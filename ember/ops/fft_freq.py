@@ -8,6 +8,7 @@ import numpy as np
 from .. import _dtype as D
 from .._device import check_device
 from .._tensor import Tensor
+from ..backends.xp_ops import convert
 from .fft import PLAIN, ints_arg, wrap
 from .registry import op
 
@@ -59,10 +60,11 @@ def _frequencies(xp, fname: str, k, n: int, d, dtype):
         raise NotImplementedError(f"\"arange_cpu\" not implemented for '{D.TYPE_NAME[dt]}'")
     if not dt.is_floating_point:
         raise RuntimeError(f"{fname} requires a floating point or complex dtype")
-    compute = np.float64 if dt is D.float64 else np.float32
+    compute = D.float64 if dt is D.float64 else D.float32
     span = n * d
     scale = 1.0 / span if span else float("inf")
-    return (k.astype(dt.np).astype(compute) * compute(scale)).astype(dt.np)
+    k = convert(xp, convert(xp, k.astype(compute.np), dt), compute)  # (halves round k)
+    return convert(xp, k * compute.np.type(scale), dt)
 
 
 def _check_n(fname: str, n):
