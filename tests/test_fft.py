@@ -295,6 +295,9 @@ BAD = [
     ("irfftn_no_axes", "irfftn", X, dict(dim=())),
     ("hfftn_no_axes", "hfftn", X, dict(dim=())),
     ("ihfftn_no_axes", "ihfftn", X, dict(dim=())),
+    ("complex_ihfftn_no_axes", "ihfftn", C, dict(dim=())),
+    ("complex_rfftn_no_axes", "rfftn", C, dict(dim=())),
+    ("norm_no_axes", "fftn", X, dict(dim=(), norm="x")),
     ("empty_signal", "fft", X[:, :0], dict()),
     ("empty_signal_2d", "fft2", X[:0], dict()),
 ]
@@ -305,6 +308,19 @@ def test_bad_inputs(case):
     _, name, a, kw = case
     e, t = raises_like(lambda: getattr(ember.fft, name)(ember.tensor(a), **kw),
                        lambda: getattr(torch.fft, name)(torch.tensor(a), **kw))
+    assert str(e) == str(t)
+
+
+@pytest.mark.parametrize("name,kw", [("fft", {}), ("fft", dict(n=0)), ("irfft", {}),
+                                     ("hfft", dict(n=-1)), ("ihfft", dict(n=0)),
+                                     ("rfft", dict(dim=3)), ("fftn", {}), ("fftn", dict(s=(0,))),
+                                     ("rfftn", dict(dim=())), ("fft2", {})])
+@pytest.mark.parametrize("shape", [(), (3,)])
+def test_error_order_half_inputs(name, kw, shape):
+    """Which of two problems torch reports first (the dtype, the dims, the sizes)."""
+    x = ember.ones(shape, dtype=ember.float16)
+    e, t = raises_like(lambda: getattr(ember.fft, name)(x, **kw),
+                       lambda: getattr(torch.fft, name)(to_torch(x), **kw))
     assert str(e) == str(t)
 
 

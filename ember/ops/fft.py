@@ -213,8 +213,8 @@ def _c2c_1d(fname, forward):
     def impl(xp, input, n=None, dim=-1, norm=None):
         n, dim = int_arg(fname, "n", n), int_arg(fname, "dim", dim)
         norm_arg(fname, norm)
-        dims, sizes, _ = plan_1d(input.shape, n, dim)
         x = promote(input)
+        dims, sizes, _ = plan_1d(input.shape, n, dim)
         return c2c(xp, resize(xp, x, dims, sizes), dims, check_norm(norm), forward)
     return impl
 
@@ -234,8 +234,8 @@ def _r2c_1d(fname, name, forward):
         n, dim = int_arg(fname, "n", n), int_arg(fname, "dim", dim)
         norm_arg(fname, norm)
         check_real(name, input)
-        dims, sizes, _ = plan_1d(input.shape, n, dim)
         x = promote(input)
+        dims, sizes, _ = plan_1d(input.shape, n, dim)
         return r2c(xp, resize(xp, x, dims, sizes), dims, check_norm(norm), forward)
     return impl
 
@@ -247,8 +247,10 @@ def _r2c_nd(fname, name, forward, default_dim=None):
     def impl(xp, input, s=None, dim=default_dim, norm=None):
         s, dim = ints_arg(fname, "s", s), ints_arg(fname, "dim", dim)
         norm_arg(fname, norm)
-        check_real("rfftn" if forward else name, input, message)
+        if forward:  # (rfftn checks the type first, ihfftn the dims)
+            check_real("rfftn", input, message)
         dims, sizes, _ = plan_nd(name, input.shape, s, dim, at_least_one=True)
+        check_real(name, input, message)
         x = promote(input)
         return r2c(xp, resize(xp, x, dims, sizes), dims, check_norm(norm), forward)
     return impl
@@ -258,8 +260,8 @@ def _c2r_1d(fname, forward):
     def impl(xp, input, n=None, dim=-1, norm=None):
         n, dim = int_arg(fname, "n", n), int_arg(fname, "dim", dim)
         norm_arg(fname, norm)
-        dims, sizes, last = plan_1d(input.shape, n, dim, c2r=True)
         x = promote(input, complex_=True)
+        dims, sizes, last = plan_1d(input.shape, n, dim, c2r=True)
         return c2r(xp, resize(xp, x, dims, sizes), dims, check_norm(norm), forward, last)
     return impl
 
