@@ -242,6 +242,12 @@ def test_shifts(fn, dim):
     check(lambda m, x: getattr(m.fft, fn)(x, **kw), None, x)
 
 
+def test_shifts_take_no_out():
+    e, t = raises_like(lambda: ember.fft.fftshift(ember.ones(3), out=ember.empty(3)),
+                       lambda: torch.fft.fftshift(torch.ones(3), out=torch.empty(3)))
+    assert str(e) == str(t)
+
+
 def test_shift_integers_and_complex():
     check(lambda m, x: m.fft.fftshift(x), None, ember.arange(7), grad=False)
     check(lambda m, x: m.fft.ifftshift(x, dim=-1), None,

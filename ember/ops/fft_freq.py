@@ -25,7 +25,7 @@ def _shifts(fname: str, input, dim, inverse: bool):
     return shifts, dims
 
 
-@op(**PLAIN, grad_name="RollBackward0")
+@op(**PLAIN, out=False, grad_name="RollBackward0")
 def fft_fftshift(xp, input: "Tensor", dim=None):
     """fft.fftshift(input, dim=None): each of ``dim`` (all dims by default) rolled by half
     its size, so that the zero frequency sits in the middle."""
@@ -33,7 +33,7 @@ def fft_fftshift(xp, input: "Tensor", dim=None):
     return xp.roll(input, shifts, dims)
 
 
-@op(**PLAIN, grad_name="RollBackward0")
+@op(**PLAIN, out=False, grad_name="RollBackward0")
 def fft_ifftshift(xp, input: "Tensor", dim=None):
     """fft.ifftshift(input, dim=None): the inverse of ``fftshift``."""
     shifts, dims = _shifts("fft_ifftshift", input, dim, True)
