@@ -180,7 +180,7 @@ def c2c(xp, x, dims, norm: str, forward: bool):
     if x.size == 0:
         return _empty(xp, x, x.shape, x.dtype)
     f = xp.fft.fftn if forward else xp.fft.ifftn
-    return f(x, axes=dims, norm=norm)
+    return _same_precision(f(x, axes=dims, norm=norm), x.dtype)
 
 
 def r2c(xp, x, dims, norm: str, forward: bool):
@@ -190,9 +190,10 @@ def r2c(xp, x, dims, norm: str, forward: bool):
         shape[dims[-1]] = shape[dims[-1]] // 2 + 1
         return _empty(xp, x, tuple(shape), np.complex64 if x.dtype == np.float32
                       else np.complex128)
+    want = np.complex64 if x.dtype == np.float32 else np.complex128
     if forward:
-        return xp.fft.rfftn(x, axes=dims, norm=norm)
-    return xp.conj(xp.fft.rfftn(x, axes=dims, norm=SWAP[norm]))
+        return _same_precision(xp.fft.rfftn(x, axes=dims, norm=norm), want)
+    return _same_precision(xp.conj(xp.fft.rfftn(x, axes=dims, norm=SWAP[norm])), want)
 
 
 def c2r(xp, x, dims, norm: str, forward: bool, last: int):
@@ -203,9 +204,17 @@ def c2r(xp, x, dims, norm: str, forward: bool, last: int):
         out = list(x.shape)
         out[dims[-1]] = last
         return _empty(xp, x, tuple(out), x.real.dtype)
+    want = x.real.dtype
     if forward:
-        return xp.fft.irfftn(xp.conj(x), s=shape, axes=dims, norm=SWAP[norm])
-    return xp.fft.irfftn(x, s=shape, axes=dims, norm=norm)
+        return _same_precision(xp.fft.irfftn(xp.conj(x), s=shape, axes=dims, norm=SWAP[norm]),
+                               want)
+    return _same_precision(xp.fft.irfftn(x, s=shape, axes=dims, norm=norm), want)
+
+
+def _same_precision(r, dtype):
+    """The result in the input's precision: numpy before 2.0 computed (and returned) single
+    precision transforms in double; numpy 2 and CuPy keep complex64 / float32."""
+    return r if r.dtype == dtype else r.astype(dtype)
 
 
 # ---------------------------------------------------------------------- the transforms
