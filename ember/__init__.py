@@ -29,7 +29,7 @@ globals().update(_ALIASES)
 globals().update(_FORMATS)  # preserve_format, contiguous_format, channels_last, ..., strided
 _ops.bind_namespace(globals())
 
-from . import linalg, nn, optim, random, utils, serialization  # noqa: E402,F401
+from . import fft, linalg, nn, optim, random, utils, serialization  # noqa: E402,F401
 from . import multiprocessing  # noqa: E402,F401
 from . import amp, cpu, cuda  # noqa: E402,F401
 from .cuda import amp as _cuda_amp  # noqa: E402,F401  (torch.cuda.amp)

@@ -112,6 +112,9 @@ for _n in ("all any amax amin argmax argmin count_nonzero max min mean median na
     CASES[_n] = _unary(_n)
 for _n in "logsumexp cummax cummin cumprod cumsum logcumsumexp softmax log_softmax".split():
     CASES[_n] = _along_dim(_n)
+for _n in ("fft ifft fft2 ifft2 fftn ifftn rfft irfft rfft2 irfft2 rfftn irfftn hfft ihfft hfft2 "
+           "ihfft2 hfftn ihfftn fftshift ifftshift").split():
+    CASES["fft_" + _n] = (lambda name: lambda t, F, m: getattr(t.fft, name)(m(3, 4)))(_n)
 
 CASES.update({
     # ------------------------------------------------------------------ pointwise, more args

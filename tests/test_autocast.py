@@ -62,6 +62,10 @@ KNOWN: dict[tuple[str, str], str] = {
     ("cpu", "roll"): (
         "torch's CPU roll runs cat inside, whose promote policy refuses the other half type "
         "(float16 under bfloat16 autocast); ember's roll is one op autocast leaves alone"),
+    **{("cpu", n): (
+        "torch's fft.fftshift/ifftshift call its CPU roll, which runs cat inside (promote: "
+        "the other half type refused, as for roll); ember's shifts are ops autocast leaves "
+        "alone") for n in ("fft_fftshift", "fft_ifftshift")},
     ("cpu", "linalg_vecdot"): "a composite in ember (mul, sum); a lower-precision op in torch",
     ("cuda", "linalg_vecdot"): "a composite in ember (mul, sum); a lower-precision op in torch",
     ("cpu", "bilinear"): (

@@ -189,6 +189,8 @@ HAND = {
                                     if x.dtype.itemsize == 8 else ember.int16),
                    lambda dt: ((_rand(3, 4, dtype=dt),), {})),
     "range": (lambda: ember.range(0, 5, 0.5), lambda dt: ((), {})),
+    "fft_fftfreq": (lambda: ember.fft.fftfreq(5, 0.5), lambda dt: ((), {})),
+    "fft_rfftfreq": (lambda: ember.fft.rfftfreq(6, 0.5), lambda dt: ((), {})),
     "imag": (lambda z: ember.imag(z) * 2, lambda dt: _cplx(dt)),
     "view_as_real": (ember.view_as_real, lambda dt: _cplx(dt)),
     # random ops

@@ -95,11 +95,14 @@ def test_kernels_get_only_the_listed_array_api():
     from ember.backends.cpu import BACKEND
 
     xp = BACKEND.xp
-    public = {n for n in vars(xp) if not n.startswith("__")} - {"linalg", "lib"}
+    public = {n for n in vars(xp) if not n.startswith("__")} - {"linalg", "lib", "fft"}
     assert public == set(xp_api.XP_API) | xp_api.EXTRAS
     assert {n for n in vars(xp.linalg) if not n.startswith("__")} == set(xp_api.LINALG)
+    assert {n for n in vars(xp.fft) if not n.startswith("__")} == set(xp_api.FFT)
     with pytest.raises(AttributeError):
-        xp.fft  # noqa: B018  (numpy has it; the kernels' API does not)
+        xp.fft.fft  # noqa: B018  (numpy has it; the kernels' API does not)
+    with pytest.raises(AttributeError):
+        xp.polyfit  # noqa: B018
     x = ember.randn(4, 4)
     assert all(t._data is not None for t in (x.exp(), x.svd()[0], ember.cumsum(x, 0)))
 
@@ -114,3 +117,5 @@ def test_listed_names_are_used_by_some_kernel():
     used = set(re.findall(r"\bxp\.([A-Za-z_]\w*)", text)) | \
         set(re.findall(r"[\"']([a-z_0-9]+)[\"']", text))
     assert not (set(xp_api.XP_API) - used)
+    fft_used = set(re.findall(r"\bxp\.fft\.([A-Za-z_]\w*)", text)) | used
+    assert not (set(xp_api.FFT) - fft_used)

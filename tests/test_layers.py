@@ -24,7 +24,7 @@ LAYERS = (
     ("ember.backends",),
     ("ember._dispatch", "ember._tensor", "ember._print", "ember._random"),
     ("ember.autograd",),
-    ("ember.ops", "ember.return_types", "ember.linalg", "ember.random"),
+    ("ember.ops", "ember.return_types", "ember.linalg", "ember.fft", "ember.random"),
     ("ember.nn", "ember.optim", "ember.utils", "ember.multiprocessing", "ember.serialization",
      "ember.amp", "ember.cpu", "ember.cuda", "ember.accelerator"),
     ("ember.compiler", "ember._dynamo", "ember.jit", "ember.onnx"),

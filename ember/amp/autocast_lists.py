@@ -51,6 +51,10 @@ CPU = {
         "_max_unpool",  # F.max_unpool1d/2d/3d
         "nll_loss_nd",  # F.nll_loss, F.cross_entropy's second half
         "binary_cross_entropy_op",  # F.binary_cross_entropy
+        # torch.fft: all but the hfft2/hfftn/ihfft2/ihfftn family (no CPU autocast kernel)
+        "fft_fft", "fft_ifft", "fft_fft2", "fft_ifft2", "fft_fftn", "fft_ifftn", "fft_rfft",
+        "fft_irfft", "fft_rfft2", "fft_irfft2", "fft_rfftn", "fft_irfftn", "fft_hfft",
+        "fft_ihfft",
     )),
     "promote": frozenset(("cat", "stack", "index_copy")),
     "banned": frozenset(),

@@ -28,6 +28,9 @@ XP_API = frozenset("""
     trunc unique vdot where zeros
 """.split())
 LINALG = frozenset("cholesky det eigh eigvalsh inv qr svd".split())
+# discrete Fourier transforms (numpy.fft and cupy.fft agree on these names and arguments:
+# ``s``, ``axes``, ``norm`` in "backward" / "ortho" / "forward"; single precision stays single)
+FFT = frozenset("fftn ifftn rfftn irfftn".split())
 # library calls every backend's namespace provides; the checks are its backend's
 # (Backend.check_index / check_probabilities), attached where the backend builds its xp
 EXTRAS = frozenset(("add_at", "check_index", "check_probabilities", "check_unit_interval"))
@@ -48,6 +51,11 @@ def restricted(module, name: str, backend=None) -> types.ModuleType:
         if hasattr(module.linalg, n):
             setattr(linalg, n, getattr(module.linalg, n))
     ns.linalg = linalg
+    fft = types.ModuleType(name + ".fft")
+    for n in FFT:
+        if hasattr(module.fft, n):
+            setattr(fft, n, getattr(module.fft, n))
+    ns.fft = fft
     tricks = types.ModuleType(name + ".lib.stride_tricks")
     for n in STRIDE_TRICKS:
         setattr(tricks, n, getattr(module.lib.stride_tricks, n))
@@ -69,4 +77,5 @@ def attach_checks(ns, backend) -> None:
 def missing(module) -> list[str]:
     """The listed names ``module`` does not have (kernels using them fail on that backend)."""
     return sorted(n for n in XP_API if not hasattr(module, n)) + \
-        sorted("linalg." + n for n in LINALG if not hasattr(module.linalg, n))
+        sorted("linalg." + n for n in LINALG if not hasattr(module.linalg, n)) + \
+        sorted("fft." + n for n in FFT if not hasattr(module.fft, n))

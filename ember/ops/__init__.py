@@ -11,7 +11,8 @@ from .registry import OPS, OpDef, op  # noqa: F401
 from . import (creation, pointwise, binary, powers, complex, reduction, scans,  # noqa: F401
                sorting, shape, strided, joining, padding, indexing, index_ops, linalg,
                linalg_struct, linalg_einsum, linalg_decomp, linalg_norm, random, activations,
-               losses, normalization, nn_ops, conv, attention, rnn_cells, rnn_layers)
+               losses, normalization, nn_ops, conv, attention, rnn_cells, rnn_layers,
+               fft, fft_grad, fft_freq)
 from .bind import bind_namespace as _bind
 
 FAMILIES = (creation, pointwise, binary, complex, reduction, scans, sorting, shape, strided,
