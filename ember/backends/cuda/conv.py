@@ -246,19 +246,25 @@ def _planned(make, *args):
     return plan
 
 
+def _product(make, input, weight, bias, *geometry):
+    """A forward or data-gradient call: its plan (``make``'s), the weight as the plan's
+    kernel reads it, the result; None where the plan is None."""
+    plan = _planned(make, input, weight, bias, *geometry)
+    if plan is None:
+        return None
+    pack, packed_shape, site, shape = plan
+    xp = _xp(input)
+    w = _weight(xp, weight, pack, packed_shape)
+    out = xp.empty(shape, input.dtype)
+    _run(site, [input, w, input if bias is None else bias, out])
+    return out
+
+
 # ---------------------------------------------------------------------- forward
 def _conv_nd(input, weight, bias, stride, padding, dilation, groups, out_size):
     """``_conv_nd``: (N, C, *S) x (O, C/groups, *K) -> (N, O, *out_size)."""
-    plan = _planned(_forward_plan, input, weight, bias, stride, padding, dilation, groups,
+    return _product(_forward_plan, input, weight, bias, stride, padding, dilation, groups,
                     out_size)
-    if plan is None:
-        return None
-    pack, packed_shape, site, y_shape = plan
-    xp = _xp(input)
-    w = _weight(xp, weight, pack, packed_shape)
-    y = xp.empty(y_shape, input.dtype)
-    _run(site, [input, w, input if bias is None else bias, y])
-    return y
 
 
 def _forward_plan(input, weight, bias, stride, padding, dilation, groups, out_size):
@@ -289,16 +295,8 @@ def _forward_plan(input, weight, bias, stride, padding, dilation, groups, out_si
 def _conv_transpose_nd(input, weight, bias, stride, padding, dilation, groups, out_size):
     """``_conv_transpose_nd``: (N, O, *Y) x (O, C/groups, *K) -> (N, C, *out_size), the
     adjoint of ``_conv_nd`` in its input."""
-    plan = _planned(_transpose_plan, input, weight, bias, stride, padding, dilation, groups,
+    return _product(_transpose_plan, input, weight, bias, stride, padding, dilation, groups,
                     out_size)
-    if plan is None:
-        return None
-    pack, packed_shape, site, x_shape = plan
-    xp = _xp(input)
-    w = _weight(xp, weight, pack, packed_shape)
-    x = xp.empty(x_shape, input.dtype)
-    _run(site, [input, w, input if bias is None else bias, x])
-    return x
 
 
 def _transpose_plan(input, weight, bias, stride, padding, dilation, groups, out_size):
