@@ -30,12 +30,11 @@ REF = {"cumsum": torch.cumsum, "cumprod": torch.cumprod, "cummax": torch.cummax,
        "cummin": torch.cummin, "logcumsumexp": torch.logcumsumexp}
 
 
-@pytest.fixture(params=["one_block", "multi_block"])
-def block(request, monkeypatch):
-    """Rows in one block (the default) or split into blocks of 4 elements."""
-    if request.param == "multi_block":
-        monkeypatch.setattr(scans, "BLOCK", 4)
-    return request.param
+@pytest.fixture
+def block(monkeypatch):
+    """Blocks of 4 elements: rows of 5 or more take several steps with a carry (rows of
+    up to 4, one block, as the default BLOCK gives most rows)."""
+    monkeypatch.setattr(scans, "BLOCK", 4)
 
 
 def values(shape, dtype, seed=0):
@@ -89,7 +88,7 @@ def run(name, x, dim, **kw):
 @pytest.mark.parametrize("name", list(REF))
 def test_every_dim_of_a_3d_array(name, block):
     x = values((2, 3, 5), "float32")
-    for dim in (0, 1, 2, -1):
+    for dim in (0, 1, -1):
         run(name, x, dim)
 
 
@@ -179,11 +178,11 @@ LAYOUTS = {
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_strided_inputs(layout):
+def test_strided_inputs(layout, block):
+    """(cummax: its values and indices show every element's address)"""
     x = LAYOUTS[layout](values((3, 4, 3), "float32"))
     for dim in range(x.ndim):
-        for name in ("cumsum", "cummax"):
-            run(name, x, dim)
+        run("cummax", x, dim)
 
 
 def test_reads_in_place_where_the_layout_merges():
