@@ -217,6 +217,8 @@ def test_wrappers_decline_what_the_impl_handles():
     for name, fn in scans.OVERRIDES.items():
         assert fn(x, 2) is None and fn(x, -3) is None  # the impl's IndexError
         assert fn(x, 1.0) is None and fn(x, True) is None and fn(x, None) is None
+        assert fn(x, 1, out_of_place=1) is None  # an unknown keyword: the impl's TypeError
+        assert fn(x, np.int64(1)) is not None  # an integer of another type
         assert fn(c, 1) is None  # complex: CuPy's cumsum / cumprod, the others' errors
     for name in ("cumsum", "cumprod"):
         fn = scans.OVERRIDES[name]
@@ -295,6 +297,12 @@ def test_ember_ops_dtypes_and_errors_through_the_kernel(cpu_scans):
         ember.cummin(ember.ones(2, 3), 2)
     with pytest.raises(TypeError):
         ember.cumsum(ember.ones(2, 3), 1.0)
+    with pytest.raises(TypeError, match="cummax"):
+        ember.cummax(ember.ones(2, 3), 1, foo=1)
+    assert cpu_scans() == launched
+    v, i = ember.cummax(ember.tensor([[1.0, 3.0, 2.0]]), ember.tensor(1))  # a tensor as dim
+    assert v.tolist() == [[1.0, 3.0, 3.0]] and i.tolist() == [[0, 1, 1]]
+    launched += 1
     assert cpu_scans() == launched
     v, i = ember.cummax(ember.zeros(0, 2), 0)
     assert v.shape == i.shape == (0, 2) and i.dtype == ember.int64

@@ -22,7 +22,6 @@ merge is copied first), so transposes and slices are read in place. Results are 
 
 from __future__ import annotations
 
-import numbers
 import operator
 
 import numpy as np
@@ -53,11 +52,14 @@ def kernels():
 
 
 def _axis(dim, ndim: int):
-    """A single int ``dim`` as an axis of an ``ndim``-d array, or None where the impl raises
-    (or where it is not a plain integer, which the impl handles)."""
-    if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, numbers.Integral):
+    """A single ``dim`` (an integer, or what converts to one as the impl converts it) as an
+    axis of an ``ndim``-d array, or None where the impl raises."""
+    if isinstance(dim, (bool, np.bool_)):
         return None
-    dim = operator.index(dim)
+    try:
+        dim = operator.index(dim)
+    except Exception:  # noqa: BLE001 - the impl raises its own error for this dim
+        return None
     n = max(ndim, 1)
     return dim % n if -n <= dim < n else None
 
@@ -107,8 +109,8 @@ def _run(x, axis: int, op: int, out_dt):
 
 def _cumulative(op: int):
     """cumsum (SUM) or cumprod (PROD) of a real or bool array, into ``dtype``."""
-    def kernel(input, dim, dtype=None):
-        if input.dtype not in _REAL and input.dtype != _BOOL:
+    def kernel(input, dim, *, dtype=None, **unknown):
+        if unknown or input.dtype not in _REAL and input.dtype != _BOOL:
             return None
         if dtype is None:
             out_dt = _I64 if input.dtype.kind in "biu" else input.dtype
@@ -125,8 +127,8 @@ def _cumulative(op: int):
 
 def _running(op: int):
     """cummax (MAX) or cummin (MIN) of a real or bool array -> (values, indices)."""
-    def kernel(input, dim):
-        if input.dtype not in _REAL and input.dtype != _BOOL:
+    def kernel(input, dim, **unknown):
+        if unknown or input.dtype not in _REAL and input.dtype != _BOOL:
             return None
         axis = _axis(dim, input.ndim)
         if axis is None or input.ndim == 0:
@@ -139,9 +141,9 @@ def _running(op: int):
     return kernel
 
 
-def _logcumsumexp(input, dim):
+def _logcumsumexp(input, dim, **unknown):
     """logcumsumexp of a real float array."""
-    if input.dtype not in _FLOATS:
+    if unknown or input.dtype not in _FLOATS:
         return None
     axis = _axis(dim, input.ndim)
     if axis is None or input.ndim == 0 or not input.size:
