@@ -29,10 +29,6 @@ KNOWN_CUDA: dict[str, str] = {
         "numpy-only kernel (as_strided over the storage)",
     "bernoulli":
         "random ops draw from numpy's Generator on the host: needs Philox on the device",
-    "cummax":
-        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
-    "cummin":
-        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
     "digamma":
         "special functions are numpy's (backends/special.py): needs CUDA library kernels",
     "histc":
@@ -41,8 +37,6 @@ KNOWN_CUDA: dict[str, str] = {
         "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
     "index_put":
         "host-side work on the tensor's data (index/embedding writes, searchsorted)",
-    "logcumsumexp":
-        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
     "mode":
         "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
     "multinomial":

@@ -235,6 +235,8 @@ if BACKEND is not None and triton_installed():  # ember's Triton kernels as over
     _register_cells(BACKEND)  # fused LSTM / GRU cells (rnn_cells.py)
     _register_conv(BACKEND)  # implicit-GEMM 1-D / 2-D convolutions and their grads (conv.py)
     _register_losses(BACKEND)  # the negative log likelihood and its gradient (losses.py)
+    from .scans import register as _register_scans
+    _register_scans(BACKEND)  # cumsum, cumprod, cummax, cummin, logcumsumexp (scans.py)
     from .pointwise import inplace as _inplace
     for _name, _defns in ARITHMETIC.items():  # x.add_(y): one kernel into x
         BACKEND.override(_name, "inplace", _inplace(*_defns, BACKEND))
