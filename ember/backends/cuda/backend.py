@@ -6,7 +6,8 @@ Every kernel that computes through ``xp`` runs on the GPU as CuPy's kernels; a k
 dispatcher (correct, not fast), and one that is handed GPU arrays raises a clear TypeError.
 ember's own kernels: generated Triton pointwise kernels (pointwise.py), Triton row kernels
 (rows.py: softmax family, layer and RMS norm), reductions (reductions.py: sums, means, extrema
-with indices, variances; their plans cached in reduction_plans.py), batch norm (channels.py),
+with indices, variances; their plans cached in reduction_plans.py), scans (scans.py:
+cumsum, cumprod, cummax, cummin, logcumsumexp), batch norm (channels.py),
 2-D pooling (pool.py), fused attention (attention.py), fused optimizer steps (optim.py), fused
 LSTM / GRU cells (rnn_cells.py), products through its cuBLAS binding (blas.py), and Philox
 streams held on the device for the sampling ops (philox.py, random_ops.py). The data-dependent
