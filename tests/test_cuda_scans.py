@@ -87,8 +87,19 @@ def test_float_scans(launched, dtype, shape, dim):
     same_running(ember.cummin(e, dim), torch.cummin(t, dim))
     e1, t1 = pair(shape, dtype, kind="near_one")
     # float32 products of up to 70000 factors: each multiply rounds, in another order
-    same(ember.cumprod(e1, dim), torch.cumprod(t1, dim), scale=50 if dtype == "float32" else 4)
+    same(ember.cumprod(e1, dim), _cumprod(t1, dim), scale=50 if dtype == "float32" else 4)
     assert launched() == 5
+
+
+def _cumprod(t, dim, dtype=None):
+    """torch's cumprod, except that a half result is the float32 running product rounded once:
+    torch's CUDA cumprod keeps its running product in the half type (rounded after every
+    factor: 20% off after a thousand bfloat16 factors near 1, measured on the H200);
+    ember's runs in float32, as torch's CPU kernel and ember's CPU impl do."""
+    out = dtype or t.dtype
+    if out in (torch.float16, torch.bfloat16):
+        return torch.cumprod(t.to(out).float(), dim).to(out)
+    return torch.cumprod(t, dim, dtype=dtype)
 
 
 @pytest.mark.parametrize("shape,dim", SHAPES[:4] + SHAPES[5:6])
@@ -132,8 +143,9 @@ def test_dtype_argument(launched, src, dst):
     for name in ("cumsum", "cumprod"):
         if name == "cumprod" and src.startswith("float"):
             e, t = pair((16, 3000), src, kind="near_one")
-        same(getattr(ember, name)(e, -1, dtype=getattr(ember, dst)),
-             getattr(torch, name)(t, -1, dtype=getattr(torch, dst)),
+        want = _cumprod(t, -1, getattr(torch, dst)) if name == "cumprod" else \
+            torch.cumsum(t, -1, dtype=getattr(torch, dst))
+        same(getattr(ember, name)(e, -1, dtype=getattr(ember, dst)), want,
              "float32" if dst == "float64" else None, scale=4)
     assert launched() == 2
 

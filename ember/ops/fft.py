@@ -28,7 +28,9 @@ from .shape import wrap_dim_nonscalar
 NORMS = ("backward", "ortho", "forward")
 # the same scale on the transform in the other direction (the adjoint's normalisation)
 SWAP = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
+# PyTorch's errors for a transform of an empty batch: MKL's on CPU, cuFFT's on CUDA
 _EMPTY_BATCH = "MKL FFT error: Intel oneMKL DFTI ERROR: Inconsistent configuration parameters"
+_EMPTY_BATCH_CUDA = "cuFFT error: CUFFT_INVALID_SIZE"
 PLAIN = dict(function=False, method=False)
 
 
@@ -164,12 +166,10 @@ def resize(xp, x, dims, sizes):
     return x
 
 
-def _empty(xp, x, shape, dtype):
-    """The result of a transform of an empty batch: an error on CPU as PyTorch's (MKL
-    refuses a zero batch), an empty result elsewhere."""
-    if type(x) is np.ndarray:
-        raise RuntimeError(_EMPTY_BATCH)
-    return xp.zeros(shape, dtype)
+def _refuse_empty(x):
+    """A transform of an empty batch: PyTorch's error (MKL and cuFFT both refuse a zero
+    batch; measured with torch 2.11's CUDA build on the H200)."""
+    raise RuntimeError(_EMPTY_BATCH if type(x) is np.ndarray else _EMPTY_BATCH_CUDA)
 
 
 def c2c(xp, x, dims, norm: str, forward: bool):
@@ -178,7 +178,7 @@ def c2c(xp, x, dims, norm: str, forward: bool):
     if not dims:
         return x.copy()
     if x.size == 0:
-        return _empty(xp, x, x.shape, x.dtype)
+        _refuse_empty(x)
     f = xp.fft.fftn if forward else xp.fft.ifftn
     return _same_precision(f(x, axes=dims, norm=norm), x.dtype)
 
@@ -186,10 +186,7 @@ def c2c(xp, x, dims, norm: str, forward: bool):
 def r2c(xp, x, dims, norm: str, forward: bool):
     """One-sided transform of real ``x`` over ``dims`` (the last of them halved)."""
     if x.size == 0:
-        shape = list(x.shape)
-        shape[dims[-1]] = shape[dims[-1]] // 2 + 1
-        return _empty(xp, x, tuple(shape), np.complex64 if x.dtype == np.float32
-                      else np.complex128)
+        _refuse_empty(x)
     want = np.complex64 if x.dtype == np.float32 else np.complex128
     if forward:
         return _same_precision(xp.fft.rfftn(x, axes=dims, norm=norm), want)
@@ -201,9 +198,7 @@ def c2r(xp, x, dims, norm: str, forward: bool, last: int):
     x = promote(x, complex_=True) if x.dtype.kind != "c" else x
     shape = [x.shape[d] for d in dims[:-1]] + [last]
     if x.size == 0:
-        out = list(x.shape)
-        out[dims[-1]] = last
-        return _empty(xp, x, tuple(out), x.real.dtype)
+        _refuse_empty(x)
     want = x.real.dtype
     if forward:
         return _same_precision(xp.fft.irfftn(xp.conj(x), s=shape, axes=dims, norm=SWAP[norm]),
