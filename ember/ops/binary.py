@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
+import math
+
 from .. import _dtype as D
+from ..codegen.prims import ScalarOps
 from ..backends import xp_ops
 from ..backends.xp_ops import COMPILERS, interpret
 from .bind import tensor_method
 from .pointwise import kind, promoted_op as binop, to_compute, type_name
 from ..backends.base import ARRAY_TYPES
+from .pointwise_defn import PointwiseDefn, fixed
 from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, alias_all, op
 
 PW = ("pointwise",)
@@ -320,6 +324,18 @@ def _extremum(name, prim, first_wins, nan_aware):
     return impl
 
 
+def _fmax(ops, input, other):
+    """max ignoring a NaN operand (NaN only when both are): numpy's fmax, which the eager
+    kernel calls as one ufunc (this composition would take five array passes there)."""
+    return ops.where(ops.ne(input, input), other,
+                     ops.where(ops.ne(other, other), input, ops.max(input, other)))
+
+
+def _fmin(ops, input, other):
+    return ops.where(ops.ne(input, input), other,
+                     ops.where(ops.ne(other, other), input, ops.min(input, other)))
+
+
 maximum = _extremum("maximum", "max", lambda a, b: a > b, False)
 minimum = _extremum("minimum", "min", lambda a, b: a < b, False)
 fmax = _extremum("fmax", None, lambda a, b: a >= b, True)
@@ -347,12 +363,31 @@ def _complex_logaddexp(xp, a, b):
     return xp.where(xp.isneginf(big.real), big, r)
 
 
+def _log_add(exp, log1p_scale):
+    """log_b(b^x + b^y) = max + log1p(b^-|x - y|) / ln b, and x + log_b 2 where x == y (so
+    that two equal infinities give that infinity, not the NaN of inf - inf); NaN propagates
+    through max."""
+    def defn(ops, input, other):
+        m = ops.max(input, other)
+        t = ops.log1p(getattr(ops, exp)(ops.neg(ops.abs(ops.sub(input, other)))))
+        r = ops.add(m, t if log1p_scale == 1 else ops.mul(t, log1p_scale))
+        return ops.where(ops.eq(input, other), ops.add(input, math.log(2) * log1p_scale), r)
+    return defn
+
+
+_logaddexp = interpret(_log_add("exp", 1))
+_logaddexp2 = interpret(_log_add("exp2", 1 / math.log(2)))
+
+
 @binop(tensor_only=BOTH, kinds="fc", saves=BOTH)
 def logaddexp(xp, input: "Tensor", other: "Tensor"):
     """``logaddexp(input, other)``: log(exp(input) + exp(other))."""
     if kind(input) == "c":
         return _complex_logaddexp(xp, input, other)
-    return xp.logaddexp(input, other)
+    return _logaddexp(xp, input, other)
+
+
+logaddexp.pointwise_defn = fixed(_logaddexp.kernels.defn, BOTH, kinds="f")
 
 
 @logaddexp.def_backward
@@ -364,7 +399,10 @@ def _(ctx, g):
 @binop(tensor_only=BOTH, kinds="f", saves=BOTH)
 def logaddexp2(xp, input: "Tensor", other: "Tensor"):
     """``logaddexp2(input, other)``: log2(2^input + 2^other)."""
-    return xp.logaddexp2(input, other)
+    return _logaddexp2(xp, input, other)
+
+
+logaddexp2.pointwise_defn = fixed(_logaddexp2.kernels.defn, BOTH, kinds="f")
 
 
 @logaddexp2.def_backward
@@ -431,11 +469,14 @@ alias_all({"greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "
 
 
 def _logical(name):
-    @binop(ALWAYS_BOOL, tensor_only=BOTH, inplace=True, differentiable=False, name=name)
-    def impl(xp, input: "Tensor", other: "Tensor"):
-        return getattr(xp, name)(input, other)
-    impl.__doc__ = f"``{name}(input, other)``: a bool tensor."
-    return impl
+    combine = getattr(ScalarOps, "bitwise_" + name.split("_")[1]).__name__
+
+    def math(ops, input: "Tensor", other: "Tensor"):  # truth values combined bit by bit
+        return getattr(ops, combine)(ops.ne(input, 0), ops.ne(other, 0))
+    math.__name__ = name
+    math.__doc__ = f"``{name}(input, other)``: a bool tensor."
+    return binop(ALWAYS_BOOL, tensor_only=BOTH, inplace=True, differentiable=False,
+                 name=name)(interpret(math))
 
 
 logical_and = _logical("logical_and")
@@ -466,9 +507,12 @@ def _bitwise(name, kernel, kinds="bi", cpu_name=None):
     return impl
 
 
-bitwise_and = _bitwise("bitwise_and", interpret(lambda ops, a, b: ops.bitwise_and(a, b)))
-bitwise_or = _bitwise("bitwise_or", interpret(lambda ops, a, b: ops.bitwise_or(a, b)))
-bitwise_xor = _bitwise("bitwise_xor", interpret(lambda ops, a, b: ops.bitwise_xor(a, b)))
+_BITWISE = {"bitwise_and": interpret(lambda ops, a, b: ops.bitwise_and(a, b)),
+            "bitwise_or": interpret(lambda ops, a, b: ops.bitwise_or(a, b)),
+            "bitwise_xor": interpret(lambda ops, a, b: ops.bitwise_xor(a, b))}
+bitwise_and = _bitwise("bitwise_and", _BITWISE["bitwise_and"])
+bitwise_or = _bitwise("bitwise_or", _BITWISE["bitwise_or"])
+bitwise_xor = _bitwise("bitwise_xor", _BITWISE["bitwise_xor"])
 bitwise_left_shift = _bitwise("bitwise_left_shift", lambda xp, a, b: _shift(xp, a, b, True),
                               "i", "lshift")
 bitwise_right_shift = _bitwise("bitwise_right_shift", lambda xp, a, b: _shift(xp, a, b, False),
@@ -480,12 +524,28 @@ def _same_dtype(name, a, b):
         raise RuntimeError(f"{type_name(a)} did not match {type_name(b)}")
 
 
+def _isclose_defn(ops, input, other, rtol, atol, equal_nan):
+    """Equal (infinities included), both NaN where ``equal_nan``, or both finite and
+    |input - other| <= atol + rtol |other|."""
+    r = ops.eq(input, other)
+    if equal_nan:
+        r = ops.bitwise_or(r, ops.bitwise_and(ops.ne(input, input), ops.ne(other, other)))
+    finite = ops.bitwise_and(ops.lt(ops.abs(input), math.inf), ops.lt(ops.abs(other), math.inf))
+    near = ops.le(ops.abs(ops.sub(input, other)), ops.add(ops.mul(ops.abs(other), rtol), atol))
+    return ops.bitwise_or(r, ops.bitwise_and(finite, near))
+
+
+_isclose_kernel = interpret(_isclose_defn)
+
+
 def _isclose(name, xp, a, b, rtol, atol, equal_nan):
     _tensor_args(name, a, b)
     _same_dtype(name, a, b)
-    if a.dtype.kind == "V":
+    if a.dtype.kind == "V" or a.dtype == np.float16:  # half types: in float32
         a, b = a.astype(np.float32), b.astype(np.float32)
-    return xp.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    if a.dtype.kind != "f":  # integers, bools, complex: numpy's
+        return xp.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return _isclose_kernel(xp, a, b, rtol, atol, equal_nan)
 
 
 @op(tags=PW, differentiable=False)
@@ -736,3 +796,71 @@ def _addcdiv(ops, input, tensor1, tensor2, value):
 def _(ctx, g):
     v, t1, t2 = ctx.value, ctx.tensor1, ctx.tensor2
     return g, g * _conj(v / t2), -g * _conj(v * t1 / (t2 * t2))
+
+
+# ---------------------------------------------------------------------- definitions, for the compiler
+# The ops above whose impl calls its definition rather than being one (promoted_op attaches
+# those itself): which definition a call uses, and with what arguments.
+def _scaled_select(plain, scaled):
+    def select(a, ct, out):
+        alpha = a.get("alpha", 1)
+        if alpha == 1 and type(alpha) is int:
+            return plain, [a["input"], a["other"]]
+        return scaled, [a["input"], a["other"], alpha]
+    return select
+
+
+_OPERANDS = ("input", "other")
+add.pointwise_defn = PointwiseDefn(_scaled_select(_sum.kernels.defn, _sum_scaled.kernels.defn),
+                                   _OPERANDS, kinds="fi")  # bool add is logic
+sub.pointwise_defn = PointwiseDefn(
+    _scaled_select(_difference.kernels.defn, _difference_scaled.kernels.defn), _OPERANDS,
+    kinds="fi")
+mul.pointwise_defn = fixed(_product.kernels.defn, _OPERANDS, kinds="fi")
+
+
+def _div_select(a, ct, out):  # true division (a rounding mode runs eagerly)
+    return None if a.get("rounding_mode") is not None else \
+        (_quotient.kernels.defn, [a["input"], a["other"]])
+
+
+div.pointwise_defn = PointwiseDefn(_div_select, _OPERANDS, kinds="f")
+
+
+def _where_select(a, ct, out):
+    c = a["condition"]
+    if a["input"] is None or a["other"] is None or c.dtype is not D.bool_:
+        return None
+    return _select.kernels.defn, [c, a["input"], a["other"]]
+
+
+where.pointwise_defn = PointwiseDefn(_where_select, _OPERANDS)
+
+
+def _clamp_select(a, ct, out):
+    if a.get("min") is None and a.get("max") is None:
+        return None
+    return _clamp.kernels.defn, [a["input"], a.get("min"), a.get("max")]
+
+
+clamp.pointwise_defn = PointwiseDefn(_clamp_select, ("input", "min", "max"), kinds="fi")
+
+
+def _addc_select(defn):
+    def select(a, ct, out):
+        return defn, [a["input"], a["tensor1"], a["tensor2"], a.get("value", 1)]
+    return select
+
+
+addcmul.pointwise_defn = PointwiseDefn(_addc_select(_addcmul.kernels.defn), TERNARY,
+                                       kinds="fi")
+# (integer tensor1 / tensor2 raise in the eager op: a float input leaves them integral there)
+addcdiv.pointwise_defn = PointwiseDefn(_addc_select(_addcdiv.kernels.defn), TERNARY, kinds="f")
+for _op in (bitwise_and, bitwise_or, bitwise_xor):
+    _op.pointwise_defn = fixed(_BITWISE[_op.name].kernels.defn, _OPERANDS, kinds="bi")
+for _op, _defn in ((fmax, _fmax), (fmin, _fmin)):
+    _op.pointwise_defn = fixed(_defn, _OPERANDS, kinds="bif")
+isclose.pointwise_defn = PointwiseDefn(
+    lambda a, ct, out: (_isclose_defn, [a["input"], a["other"], a["rtol"], a["atol"],
+                                        a["equal_nan"]]),
+    _OPERANDS, compute="operands", kinds="f")
