@@ -34,9 +34,9 @@ polygamma   psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x): Hurwitz zeta by a recurrenc
             the Euler-Maclaurin tail; reflection (derivatives of pi cot(pi x)) for x < 0.
 erfinv      M. Giles' approximation (2010) as the starting point, then two Halley steps
             on erf(x) - y (on (1 - y) - erfc(x) near |y| = 1, so the tail stays accurate).
-GELU        x Phi(x) and its derivative as in-place passes (``gelu_into``,
-            ``gelu_backward_into``), Phi through erfc or a rational fit of erfcx
-            (``normal_cdf_parts``), so neither cancels below zero.
+ncdf        the normal CDF Phi(x) (GELU's; the primitive ncdf on numpy arrays) through a
+            rational fit of erfcx (``normal_cdf_parts``, float32) or erfc with the argument's
+            rounding corrected (float64), so that neither cancels below zero.
 
 Every constant that is not a published approximation coefficient (Bernoulli numbers, zeta
 values, Taylor coefficients) is computed at import from its definition.
@@ -520,79 +520,6 @@ def ncdf(x):
     out *= 0.5
     return out.astype(x.dtype) if x.dtype.kind == "f" else out
 
-
-
-# ---------------------------------------------------------------------- GELU
-# GELU and its derivative times a gradient, as in-place passes into ``out`` over arrays of
-# one shape, with at most two temporaries (``tmp``, arrays of that shape): the op kernels
-# (ops/activations.py) run them over whole arrays, the CPU backend's overrides
-# (cpu_kernels.py) over cache-sized blocks split among its threads. Elementwise either way:
-# the same values.
-_TANH_K = math.sqrt(2.0 / math.pi)
-_GELU_PDF = 1 / math.sqrt(2.0 * math.pi)
-_GELU_SQRT1_2 = 1 / math.sqrt(2.0)  # not _SQRT1_2: one ulp apart
-
-
-def _tanh_gelu_arg(xp, x, r):
-    """r = -2 sqrt(2/pi) (x^3 0.044715 + x): tanh-GELU is x / (1 + exp(r))."""
-    xp.multiply(x, x, out=r)
-    r *= x
-    r *= 0.044715
-    r += x
-    r *= -2 * _TANH_K
-
-
-def gelu_into(xp, approximate: str, r, x, tmp) -> None:
-    """r = gelu(x): x Phi(x), or x / (1 + exp(-2 u)) = 0.5 x (1 + tanh u) for 'tanh' (the
-    compiler's formulas, compiler/rules.py: neither cancels below zero as 1 + erf and
-    1 + tanh do). ``tmp`` is unused (the backward's signature)."""
-    if approximate == "tanh":
-        _tanh_gelu_arg(xp, x, r)
-        xp.exp(r, out=r)
-        r += 1
-        xp.divide(x, r, out=r)
-    elif x.dtype == _F64:  # Phi through erfc, as the generated C's libm call
-        xp.multiply(erfc(x * -_GELU_SQRT1_2), 0.5, out=r)
-        r *= x
-    else:  # x multiplied in before e below zero: no intermediate underflow
-        h, e = normal_cdf_parts(x)
-        r[...] = xp.where(x < 0, x * h * e, x * (1 - h * e))
-
-
-def gelu_backward_into(xp, approximate: str, t, grad, x, tmp) -> None:
-    """t = grad * gelu'(x), with the two temporaries ``tmp``."""
-    e, s = tmp
-    if approximate == "tanh":
-        # gelu' = s + x (2 u') s (1 - s), s = 1 / (1 + e), e = exp(-2 u); 1 - s = e s where
-        # s > 1/2 (no cancellation), 2 u' = 2 k (1 + 3 c x^2)
-        _tanh_gelu_arg(xp, x, e)
-        xp.exp(e, out=e)
-        xp.add(e, 1, out=s)
-        xp.divide(1, s, out=s)
-        e *= s
-        xp.subtract(1, s, out=e, where=s <= 0.5)
-        e *= s
-        xp.multiply(x, x, out=t)
-        t *= 6 * 0.044715 * _TANH_K
-        t += 2 * _TANH_K
-        t *= x
-        t *= e
-        t += s
-    elif x.dtype == _F64:
-        # gelu' = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
-        xp.multiply(x, x, out=e)
-        e *= -0.5
-        xp.exp(e, out=e)
-        xp.multiply(x, _GELU_PDF, out=t)
-        t *= e
-        t += erfc(x * -_GELU_SQRT1_2) * 0.5
-    else:
-        h, ex = normal_cdf_parts(x)
-        h *= ex
-        xp.multiply(x, _GELU_PDF, out=t)
-        t *= ex
-        t += xp.where(x < 0, h, 1 - h)
-    t *= grad
 
 
 # ---------------------------------------------------------------------- erfinv

@@ -125,7 +125,7 @@ _ROWS = (
     ("atanh",       1, "fc", TRANSCENDENTAL, "the inverse hyperbolic tangent"),
     ("erf",         1, "f", TRANSCENDENTAL, "the error function"),
     ("erfc",        1, "f", TRANSCENDENTAL, "1 - erf(a), relatively accurate in the upper tail"),
-    ("ncdf",        1, "f", TRANSCENDENTAL,
+    ("ncdf",        1, "f", 8.0,
      "the standard normal CDF, erfc(-a / sqrt 2) / 2, relatively accurate in the lower tail"),
     ("floor",       1, "f", EXACT, "the largest integer <= a (a float)"),
     ("ceil",        1, "f", EXACT, "the smallest integer >= a (a float)"),

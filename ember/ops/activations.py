@@ -27,7 +27,7 @@ import numpy as np
 from .. import _dtype as D
 from .._tensor import _wrap_dim
 from ..backends.xp_ops import interpret
-from .binary import where
+from .selection import where
 from .pointwise import _sigmoid
 from .pointwise_defn import PointwiseDefn
 from .reduction import reduce_dims, unreduce
