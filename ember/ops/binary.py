@@ -317,7 +317,7 @@ def _extremum(name, prim, first_wins, nan_aware):
             take_a = first_wins(a, b) | b.isnan()
             return g * take_a, g * ~take_a
         # maximum/minimum: ties split the gradient; with a NaN both operands receive it
-        half = where(a == b, g / 2, g)
+        half = (g / 2).where(a == b, g)  # (where's method: selection.py imports this module)
         return half.masked_fill(first_wins(b, a), 0), half.masked_fill(first_wins(a, b), 0)
     return impl
 
@@ -610,5 +610,3 @@ isclose.pointwise_defn = PointwiseDefn(
                                         a["equal_nan"]]),
     _OPERANDS, compute="operands", kinds="f")
 
-
-from .selection import where  # noqa: E402  (maximum's backward; selection imports this module)
