@@ -231,3 +231,36 @@ def test_ember_kernels_and_torch_compile_interleave():
     for _ in range(2):
         same(ember.tanh(x).sigmoid(), torch.tanh(tx).sigmoid())
         torch.testing.assert_close(f(tx), (tx.sin() * 2).cos())
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gelu_tails_through_the_ncdf_primitive(approximate, dtype):
+    """GELU and grad * GELU' as generated Triton kernels on the GPU (the primitive ncdf's
+    spelling: erfc with the argument's rounding error taken by a real fma, which the
+    interpreter cannot check), against the exact values (mpmath) over the lower tail, where
+    erfc(-x / sqrt 2) / 2 alone loses ~x^2 / 2 half-ulps."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    from ember.ops.activations import gelu_backward
+    x = np.linspace(-12 if dtype == "float32" else -30, 8, 2001).astype(dtype)
+    k, c = mp.sqrt(2 / mp.pi), mp.mpf(0.044715)
+
+    def exact(v):
+        v = mp.mpf(float(v))
+        if approximate == "none":
+            return v * mp.ncdf(v), mp.ncdf(v) + v * mp.npdf(v)
+        p = 2 / (1 + mp.exp(-2 * k * (v + c * v ** 3)))  # 1 + tanh u
+        return 0.5 * v * p, 0.5 * p + 0.5 * v * p * (2 - p) * k * (1 + 3 * c * v * v)
+    want = np.array([[float(a) for a in exact(v)] for v in x])
+    xe = ember.tensor(x, device="cuda")
+    y = ember.nn.functional.gelu(xe, approximate=approximate).cpu().numpy().astype(np.float64)
+    g = gelu_backward(ember.ones_like(xe), xe, approximate).cpu().numpy().astype(np.float64)
+    eps = np.finfo(dtype).eps
+    tiny = np.finfo(dtype).tiny
+    ok = np.abs(want[:, 0]) > tiny / eps
+    u = np.abs(x.astype(np.float64)) ** 3 * 0.0357 + 1  # tanh form: u's rounding moves exp(-2u)
+    scale = 16 * (np.ones_like(u) if approximate == "none" else u)
+    assert (np.abs(y - want[:, 0]) <= scale * eps * np.abs(want[:, 0]))[ok].all()
+    # the derivative cancels near x = -0.75 by nature: measured against max(|x|, 1)
+    assert (np.abs(g - want[:, 1]) <= scale * eps * np.maximum(np.abs(x), 1)).all()

@@ -680,8 +680,12 @@ def test_gelu_accuracy(approximate, path, monkeypatch):
     y = got.detach().numpy().astype(np.float64)
     ok = np.abs(w) >= np.finfo(np.float32).tiny  # results in float32's normal range
     if approximate == "none":
-        rel = np.abs(y - w)[ok] / np.abs(w[ok])
+        # x ncdf(x): below x = -13.04 Phi(x) is subnormal in float32 before x multiplies it
+        # in, so there the result keeps Phi's absolute precision (|x| 2^-148), not 8 ulp
+        sub = x.astype(np.float64) < -13.04
+        rel = np.abs(y - w)[ok & ~sub] / np.abs(w[ok & ~sub])
         assert rel.max() < 6e-7  # ~8 ulp
+        assert (np.abs(y - w)[sub] <= np.abs(x[sub]) * 2.0 ** -148).all()
     else:
         # u = k (x + c x^3) rounded to float32 moves exp(-2 u) by 2 |u| ulp: no better; and
         # below x = -8.8 exp(-2 u) overflows float32 (the result, -0, is within 1e-37)

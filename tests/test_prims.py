@@ -157,6 +157,7 @@ DOMAIN = {
     "copysign": (1e-3, 1e3, "±l"), "sinh": (-80, 80, "u"), "cosh": (-80, 80, "u"),
     "tanh": (-20, 20, "u"), "asinh": (1e-20, 1e20, "±l"), "acosh": (1, 1e20, "l"),
     "atanh": (-0.999, 0.999, "u"), "erf": (-6, 6, "u"), "erfc": (-3, 9, "u"),
+    "ncdf": (-12, 8, "u"),  # (the lower tail, where erfc(-a / sqrt 2) / 2 loses digits)
     "floor": (-1e3, 1e3, "u"), "ceil": (-1e3, 1e3, "u"), "trunc": (-1e3, 1e3, "u"),
     "neg": (-1e3, 1e3, "u"), "abs": (-1e3, 1e3, "u"), "min": (-10, 10, "u"),
     "max": (-10, 10, "u"), "sign": (-10, 10, "u"),
@@ -201,6 +202,7 @@ def _exact(mp, name: str, a, b=None):
          "sinh": lambda: mp.sinh(a), "cosh": lambda: mp.cosh(a), "tanh": lambda: mp.tanh(a),
          "asinh": lambda: mp.asinh(a), "acosh": lambda: mp.acosh(a),
          "atanh": lambda: mp.atanh(a), "erf": lambda: mp.erf(a), "erfc": lambda: mp.erfc(a),
+         "ncdf": lambda: mp.ncdf(a),
          "floor": lambda: mp.floor(a), "ceil": lambda: mp.ceil(a),
          "trunc": lambda: mp.floor(a) if a >= 0 else mp.ceil(a), "neg": lambda: -a,
          "abs": lambda: abs(a), "min": lambda: min(a, b), "max": lambda: max(a, b),

@@ -16,6 +16,7 @@ import ember
 from ember.backends import cpu
 from ember.backends.cuda import pointwise, triton_adapter
 from ember.backends.xp_ops import set_compiler
+from triton_util import SM90_BUILD, compile_for_sm90
 
 torch = pytest.importorskip("torch")
 
@@ -465,3 +466,38 @@ def test_inplace_arithmetic_is_one_kernel_into_self(name, dtype):
     assert not into(pair(values((4, 6), dtype), dtype)[0]._data, big, None)  # result is larger
     strided = pair(values((4, 12), dtype), dtype)[0]._data[:, ::2]
     assert not into(strided, other, None)
+
+
+# the GELU definitions (the primitive ncdf's Triton spelling: an fma, erfc, exp) emitted as
+# kernels and compiled for Hopper by Triton's real compiler, which the interpreter is not
+_SM90_GELU = r"""
+import importlib.util, os, tempfile
+import triton.language as tl
+from triton.language.extra import libdevice
+from ember import _dtype as D
+from ember.codegen.triton.pointwise import Operand, emit
+from ember.ops import activations as A
+""" + SM90_BUILD + r"""
+PTR = {D.float32: "*fp32", D.float64: "*fp64", D.bfloat16: "*bf16", D.float16: "*fp16"}
+folder = tempfile.mkdtemp()
+for table, arity in ((A._GELU, 1), (A._GELU_BACKWARD, 2)):
+    for approximate, fn in table.items():
+        for dt in (D.float32, D.float64, D.bfloat16):
+            k = emit(fn.kernels.defn, (Operand(dt, "dense"),) * arity, 1, "gelu_k")
+            path = os.path.join(folder, f"k{len(os.listdir(folder))}.py")
+            with open(path, "w") as f:
+                f.write(k.source)
+            spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+            mod = importlib.util.module_from_spec(spec)
+            mod.libdevice = libdevice
+            spec.loader.exec_module(mod)
+            kernel = getattr(mod, k.name)
+            types = {a: PTR[dt] for a in kernel.arg_names if a.endswith("_ptr")}
+            types["n"] = "i64"
+            build(kernel, types, BLOCK=256)
+print("ok")
+"""
+
+
+def test_gelu_kernels_compile_for_sm90():
+    compile_for_sm90(_SM90_GELU)

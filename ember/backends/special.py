@@ -34,9 +34,9 @@ polygamma   psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x): Hurwitz zeta by a recurrenc
             the Euler-Maclaurin tail; reflection (derivatives of pi cot(pi x)) for x < 0.
 erfinv      M. Giles' approximation (2010) as the starting point, then two Halley steps
             on erf(x) - y (on (1 - y) - erfc(x) near |y| = 1, so the tail stays accurate).
-GELU        x Phi(x) and its derivative as in-place passes (``gelu_into``,
-            ``gelu_backward_into``), Phi through erfc or a rational fit of erfcx
-            (``normal_cdf_parts``), so neither cancels below zero.
+ncdf        the normal CDF Phi(x) (GELU's; the primitive ncdf on numpy arrays) through a
+            rational fit of erfcx (``normal_cdf_parts``, float32) or erfc with the argument's
+            rounding corrected (float64), so that neither cancels below zero.
 
 Every constant that is not a published approximation coefficient (Bernoulli numbers, zeta
 values, Taylor coefficients) is computed at import from its definition.
@@ -479,78 +479,47 @@ def normal_cdf_parts(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return r, np.exp(sq).astype(f)
 
 
-
-# ---------------------------------------------------------------------- GELU
-# GELU and its derivative times a gradient, as in-place passes into ``out`` over arrays of
-# one shape, with at most two temporaries (``tmp``, arrays of that shape): the op kernels
-# (ops/activations.py) run them over whole arrays, the CPU backend's overrides
-# (cpu_kernels.py) over cache-sized blocks split among its threads. Elementwise either way:
-# the same values.
-_TANH_K = math.sqrt(2.0 / math.pi)
-_GELU_PDF = 1 / math.sqrt(2.0 * math.pi)
-_GELU_SQRT1_2 = 1 / math.sqrt(2.0)  # not _SQRT1_2: one ulp apart
+# 1 / sqrt 2 as a float64 and the rest of it: -x / sqrt 2 = zh + zl with zh = x * -_K_HI
+# rounded and zl its error, so that Phi(x) = erfc(zh + zl) / 2 ~ (erfc(zh) - zl erfc'(zh)) / 2
+# keeps the lower tail's relative precision (erfc(zh) alone is off by ~x^2 / 2 half-ulps there)
+_K_HI = 0.7071067811865476
+_K_LO = -4.833646656726457e-17
+_TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
+_SPLIT = 134217729.0  # 2^27 + 1: Veltkamp's split of a float64 into 26-bit halves
 
 
-def _tanh_gelu_arg(xp, x, r):
-    """r = -2 sqrt(2/pi) (x^3 0.044715 + x): tanh-GELU is x / (1 + exp(r))."""
-    xp.multiply(x, x, out=r)
-    r *= x
-    r *= 0.044715
-    r += x
-    r *= -2 * _TANH_K
+def _exact_product_error(x: np.ndarray, k: float, p: np.ndarray) -> np.ndarray:
+    """x k - p exactly (p the rounded product; Dekker's algorithm, |x| well below 2^996)."""
+    c = x * _SPLIT
+    xh = c - (c - x)
+    xl = x - xh
+    ck = k * _SPLIT
+    kh = ck - (ck - k)
+    kl = k - kh
+    return ((xh * kh - p) + xh * kl + xl * kh) + xl * kl
 
 
-def gelu_into(xp, approximate: str, r, x, tmp) -> None:
-    """r = gelu(x): x Phi(x), or x / (1 + exp(-2 u)) = 0.5 x (1 + tanh u) for 'tanh' (the
-    compiler's formulas, compiler/rules.py: neither cancels below zero as 1 + erf and
-    1 + tanh do). ``tmp`` is unused (the backward's signature)."""
-    if approximate == "tanh":
-        _tanh_gelu_arg(xp, x, r)
-        xp.exp(r, out=r)
-        r += 1
-        xp.divide(x, r, out=r)
-    elif x.dtype == _F64:  # Phi through erfc, as the generated C's libm call
-        xp.multiply(erfc(x * -_GELU_SQRT1_2), 0.5, out=r)
-        r *= x
-    else:  # x multiplied in before e below zero: no intermediate underflow
-        h, e = normal_cdf_parts(x)
-        r[...] = xp.where(x < 0, x * h * e, x * (1 - h * e))
+def ncdf(x):
+    """The standard normal CDF Phi(x) = erfc(-x / sqrt 2) / 2 of a float32 or float64 array,
+    relatively accurate in the lower tail: float32 through the rational of
+    ``normal_cdf_parts`` (the generated C's), float64 through erfc with the argument's
+    rounding error corrected to first order."""
+    other = _library("ncdf", x)
+    if other is not None:
+        return other(x)
+    x = np.asarray(x)
+    if x.dtype == _F32:
+        r, e = normal_cdf_parts(x)
+        r *= e
+        return np.where(x < 0, r, np.float32(1) - r)
+    xc = np.clip(x.astype(_F64), -40.0, 40.0)  # Phi is 0 or 1 in float64 beyond; NaN stays
+    zh = xc * -_K_HI
+    zl = _exact_product_error(xc, -_K_HI, zh) + xc * -_K_LO
+    out = erfc(zh)
+    out -= zl * _TWO_OVER_SQRT_PI * np.exp(-zh * zh)
+    out *= 0.5
+    return out.astype(x.dtype) if x.dtype.kind == "f" else out
 
-
-def gelu_backward_into(xp, approximate: str, t, grad, x, tmp) -> None:
-    """t = grad * gelu'(x), with the two temporaries ``tmp``."""
-    e, s = tmp
-    if approximate == "tanh":
-        # gelu' = s + x (2 u') s (1 - s), s = 1 / (1 + e), e = exp(-2 u); 1 - s = e s where
-        # s > 1/2 (no cancellation), 2 u' = 2 k (1 + 3 c x^2)
-        _tanh_gelu_arg(xp, x, e)
-        xp.exp(e, out=e)
-        xp.add(e, 1, out=s)
-        xp.divide(1, s, out=s)
-        e *= s
-        xp.subtract(1, s, out=e, where=s <= 0.5)
-        e *= s
-        xp.multiply(x, x, out=t)
-        t *= 6 * 0.044715 * _TANH_K
-        t += 2 * _TANH_K
-        t *= x
-        t *= e
-        t += s
-    elif x.dtype == _F64:
-        # gelu' = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
-        xp.multiply(x, x, out=e)
-        e *= -0.5
-        xp.exp(e, out=e)
-        xp.multiply(x, _GELU_PDF, out=t)
-        t *= e
-        t += erfc(x * -_GELU_SQRT1_2) * 0.5
-    else:
-        h, ex = normal_cdf_parts(x)
-        h *= ex
-        xp.multiply(x, _GELU_PDF, out=t)
-        t *= ex
-        t += xp.where(x < 0, h, 1 - h)
-    t *= grad
 
 
 # ---------------------------------------------------------------------- erfinv

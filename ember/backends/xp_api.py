@@ -19,8 +19,8 @@ XP_API = frozenset("""
     copyto cos cosh count_nonzero cross cumprod cumsum diagonal diff divide dot einsum empty
     empty_like equal exp exp2 expand_dims expm1 eye flatnonzero flip floor floor_divide fmax
     fmin fmod full greater greater_equal hypot inf isclose isfinite isinf isnan
-    isneginf isposinf isreal left_shift less less_equal log log10 log1p log2 logaddexp
-    logaddexp2 logical_and logical_not logical_or logical_xor matmul max maximum
+    isneginf isposinf isreal left_shift less less_equal log log10 log1p log2
+    logical_and logical_not logical_or logical_xor matmul max maximum
     may_share_memory min minimum moveaxis multiply nan_to_num nansum negative nonzero
     not_equal ones outer power put_along_axis reciprocal remainder repeat right_shift rint
     roll rot90 round searchsorted sign signbit sin sinh sqrt square squeeze stack subtract

@@ -3,11 +3,11 @@ through an array module ``xp``, and ``interpret``, which turns a definition ``de
 into a kernel ``impl(xp, x, ...)`` of the op table.
 
 Only ``xp.`` functions, array methods and Python's operators compute here, so a CuPy array
-module gets the same handler; the special functions numpy lacks (erf, erfc) come from a
-per-module library table. A primitive that is one function of ``xp`` is that function itself,
-bound on the handler: ``ops.exp(x)`` is ``xp.exp(x)`` with no Python frame in between, so an op
-defined as one primitive costs one array call, and a composition costs its array calls and
-nothing else. Arithmetic, comparisons and bit operations are Python's operators
+module gets the same handler; the special functions numpy lacks (erf, erfc, ncdf) come from
+a per-module library table. A primitive that is one function of ``xp`` is that function
+itself, bound on the handler: ``ops.exp(x)`` is ``xp.exp(x)`` with no Python frame in between,
+so an op defined as one primitive costs one array call, and a composition costs its array
+calls and nothing else. Arithmetic, comparisons and bit operations are Python's operators
 (``operator.add``), which array modules implement as exactly those functions and through which
 numpy reuses the memory of a temporary operand (``add(x, mul(y, z))`` allocates one array, not
 two: a third faster on large arrays than calling ``np.add`` and ``np.multiply``).
@@ -55,15 +55,17 @@ DIRECT = {
 # first use (CuPy's comes from cupyx, imported only then)
 def _cupy_library() -> dict[str, Callable]:
     from cupyx.scipy import special as cupy_special
-    return {"erf": cupy_special.erf, "erfc": cupy_special.erfc}
+    # (CuPy's ncdf is the plain erfc form: the GPU computes definitions as Triton kernels,
+    # whose spelling corrects the tail; this handler serves complex and fallback paths)
+    return {"erf": cupy_special.erf, "erfc": cupy_special.erfc, "ncdf": cupy_special.ndtr}
 
 
-_NUMPY_LIBRARY = {"erf": special.erf, "erfc": special.erfc}
+_NUMPY_LIBRARY = {"erf": special.erf, "erfc": special.erfc, "ncdf": special.ncdf}
 LIBRARIES: dict[str, dict[str, Callable] | Callable] = {
     "numpy": _NUMPY_LIBRARY, "ember.backends.cpu.xp": _NUMPY_LIBRARY,
     "cupy": _cupy_library, "ember.backends.cuda.xp": _cupy_library,
 }
-LIBRARY_PRIMS = ("erf", "erfc")
+LIBRARY_PRIMS = ("erf", "erfc", "ncdf")
 
 
 class XpOps(ScalarOps):

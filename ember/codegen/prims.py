@@ -8,6 +8,8 @@ a handler: numpy eager interprets a definition primitive by primitive on whole a
 (codegen/c/scalar_ops.py). A function that can be written with these primitives is a
 composition, never a new primitive; one joins the set only when no composition computes it
 (or none does so as exactly), and then every backend implements it (tests/test_prims.py).
+``ncdf`` is such a one: erfc(-a / sqrt 2) / 2 rounds a / sqrt 2 first, which costs up to a^2
+half-ulps in the lower tail (GELU's), where the primitive stays within its bound.
 
 Typed semantics, the same for every backend:
 
@@ -82,8 +84,10 @@ _ROWS = (
     ("neg",         1, "ifc", EXACT, "-a"),
     ("reciprocal",  1, "fc", CORRECTLY_ROUNDED, "1 / a"),
     ("abs",         1, "ifc", EXACT, "|a|; complex: the magnitude, a real value"),
-    ("min",         2, "bif", EXACT, "the smaller of a and b; NaN when either is NaN"),
-    ("max",         2, "bif", EXACT, "the larger of a and b; NaN when either is NaN"),
+    ("min",         2, "bif", EXACT, "the smaller of a and b (b if equal: min(+0, -0) = -0); "
+                                     "NaN when either is NaN"),
+    ("max",         2, "bif", EXACT, "the larger of a and b (b if equal: max(-0, +0) = +0); "
+                                     "NaN when either is NaN"),
     ("eq",          2, "bifc", EXACT, "a == b, a bool (NaN equals nothing)"),
     ("ne",          2, "bifc", EXACT, "a != b, a bool (NaN differs from everything)"),
     ("lt",          2, "bif", EXACT, "a < b, a bool (false when either is NaN)"),
@@ -121,6 +125,8 @@ _ROWS = (
     ("atanh",       1, "fc", TRANSCENDENTAL, "the inverse hyperbolic tangent"),
     ("erf",         1, "f", TRANSCENDENTAL, "the error function"),
     ("erfc",        1, "f", TRANSCENDENTAL, "1 - erf(a), relatively accurate in the upper tail"),
+    ("ncdf",        1, "f", 8.0,
+     "the standard normal CDF, erfc(-a / sqrt 2) / 2, relatively accurate in the lower tail"),
     ("floor",       1, "f", EXACT, "the largest integer <= a (a float)"),
     ("ceil",        1, "f", EXACT, "the smallest integer >= a (a float)"),
     ("trunc",       1, "f", EXACT, "a rounded towards zero (a float)"),

@@ -142,29 +142,34 @@ static inline float em_erff(float x) {
    positive, so Horner in z stays accurate). em_ncdf_parts returns R(z) / 2 and sets *e to
    exp(-x^2 / 2), taken with x^2 as a float plus its exact rounding error (em_sq_err: an fma,
    or Dekker's product where the CPU has no fma) so the lower tail
-   keeps its relative precision; past |x| = 20, where erfc is 0 in float32, |x| is clamped
-   (NaN stays). Phi is e R / 2 below zero and 1 - e R / 2 above; GELU's derivative
-   Phi + x phi shares the exp, and GELU below zero multiplies x in before e (no intermediate
-   underflow). GELU within 8 ulp, its derivative within 4e-7 max(|x|, 1) (the erf formula
-   loses every digit below x = -5; tests/test_nn_functional.py, test_gelu_accuracy). */
+   keeps its relative precision; past |x| = 20, where erfc is 0 in float32, R's argument is
+   clamped and e is 0 (NaN stays). Phi is e R / 2 below zero and 1 - e R / 2 above (em_ncdff,
+   the primitive ncdf; GELU is x ncdf(x), ops/activations.py). */
 static inline float em_ncdf_parts(float x, float *e) {
     float ax = x < 0 ? -x : x;
-    ax = ax > 20.0f ? 20.0f : ax;
-    float z = ax * 0.70710678118654752f;
+    float z = (ax > 20.0f ? 20.0f : ax) * 0.70710678118654752f;
 @NCDF_N@
 @NCDF_D@
-    float hi = ax * ax, lo = em_sq_err(ax, hi);
-    float ex = em_expf(-0.5f * hi);
-    *e = EM_MLA(ex, -0.5f * lo, ex);
+    /* exp(x * x * -0.5f) spelled as GELU's derivative spells its density's exponent, so that
+       a kernel computing both (ncdf(x) + x phi(x)) evaluates the exp once (the C compiler
+       merges the two inlined copies) */
+    float hi = x * x, lo = em_sq_err(x, hi);
+    float ex = em_expf(hi * -0.5f);
+    *e = ax > 20.0f ? 0.0f : EM_MLA(ex, -0.5f * lo, ex);  /* (0 in float32 beyond) */
     return 0.5f * n / d;
 }
-static inline float em_geluf(float x) {
-    float e, r = em_ncdf_parts(x, &e);
-    return x < 0 ? x * r * e : x * (1.0f - r * e);
+static inline float em_ncdff(float x) {  /* the primitive ncdf: Phi(x) */
+    float e, h = em_ncdf_parts(x, &e) * e;
+    return x < 0 ? h : 1.0f - h;
 }
-static inline float em_gelu_gradf(float x) {  /* Phi(x) + x exp(-x^2 / 2) / sqrt(2 pi) */
-    float e, r = em_ncdf_parts(x, &e), h = r * e;
-    return EM_MLA(x * 0.3989422804014327f, e, x < 0 ? h : 1.0f - h);
+/* float64 Phi: -x / sqrt 2 = zh + zl (zl the product's rounding error, by an fma) and
+   erfc(zh + zl) ~ erfc(zh) - zl erfc'(zh), which keeps the lower tail's relative precision
+   (erfc(zh) alone is off by ~x^2 / 2 half-ulps there); beyond +-40, Phi is 0 or 1 */
+static inline double em_ncdf(double x) {
+    double xc = x < -40.0 ? -40.0 : (x > 40.0 ? 40.0 : x);  /* NaN stays */
+    double zh = xc * -0.7071067811865476;
+    double zl = fma(xc, -0.7071067811865476, -zh) + xc * 4.833646656726457e-17;
+    return 0.5 * (erfc(zh) - zl * 1.1283791670955126 * exp(-zh * zh));
 }
 """
 

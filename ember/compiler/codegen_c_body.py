@@ -68,8 +68,9 @@ class _Body:
             if e.prim == "cast":
                 rhs = cast_expr(e.args[0].dtype, e.dtype, args[0])
             else:
-                ops = CScalarOps(CTYPE[e.args[0].dtype if e.prim in
-                                       ("eq", "ne", "lt", "le", "gt", "ge") else e.dtype])
+                dt = e.args[0].dtype if e.prim in ("eq", "ne", "lt", "le", "gt", "ge") \
+                    else e.dtype
+                ops = CScalarOps(CTYPE[dt], dt)
                 if e.prim == "pow":
                     c = e.args[1]
                     rhs = ops.pow(*args, const=c.value if isinstance(c, Const) else None)

@@ -39,6 +39,7 @@ from .lower import (
     reshape,
     substitute,
 )
+from .lower_pointwise import lower_pointwise
 from .rules import EPILOGUE_BIAS, PERMUTES, REDUCTIONS, RESHAPES, RULES, SLICES
 from .symbolic import SymInt
 
@@ -290,8 +291,9 @@ class Fuser:
         if user.kind != "call":
             return False
         n = user.target.name
-        return n in RULES or n in RESHAPES or n in PERMUTES or n in ("expand", "cat") or \
-            n in REDUCTIONS or n in EPILOGUE_BIAS
+        return n in RULES or getattr(user.target, "pointwise_defn", None) is not None or \
+            n in RESHAPES or n in PERMUTES or n in ("expand", "cat") or n in REDUCTIONS or \
+            n in EPILOGUE_BIAS
 
     def settle(self, node: Node, e: Expr) -> Expr:
         """Store ``e`` now if its consumers cannot all read it inline."""
@@ -397,9 +399,12 @@ class Fuser:
         if isinstance(node.meta, tuple):  # other multi-output ops (batch norm) run eagerly
             return None
         shape = node.meta.shape
-        if name in RULES:
+        pd = getattr(node.target, "pointwise_defn", None)
+        if pd is not None or name in RULES:
             tp = node.target.tensor_params
             args = {k: self.operand(v, shape) if k in tp else v for k, v in a.items()}
+            if pd is not None:
+                return lower_pointwise(node, args, a)
             return RULES[name](node, args, a)
         src = self.val.get(id(a.get("input", a.get("self"))))
         if src is None:

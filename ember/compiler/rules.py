@@ -1,10 +1,15 @@
-"""Lowering rules: op-table name -> scalar expression over its (broadcast) operands.
+"""Lowering rules for what is not a pointwise definition: copies (``_to_copy``, ``clone``), the
+views the compiler turns into index arithmetic, and the reductions and rows ops (sum, var,
+softmax, LayerNorm, their backwards), which build multi-phase rows kernels.
 
-A rule gets the call node, its arguments by parameter name with tensor operands already as
-``Expr``s of the output shape (Python scalars as ``Const``), and the raw graph arguments (for
-promotion). It returns the output ``Expr``, or None when this call cannot be lowered (it then
-runs eagerly). Each rule follows the op's eager kernel step by step, in the same compute type
-(float16/bfloat16 in float32, rounded back after every op as the eager kernels do).
+Pointwise ops have no rule here: the compiler lowers each from its op's definition over the
+scalar primitives (``OpDef.pointwise_defn``; compiler/lower_pointwise.py), the same function
+eager numpy interprets.
+
+A rule of ``RULES`` gets the call node, its arguments by parameter name with tensor operands
+already as ``Expr``s of the output shape (Python scalars as ``Const``), and the raw graph
+arguments. It returns the output ``Expr``, or None when this call cannot be lowered (it then
+runs eagerly).
 """
 
 from __future__ import annotations
@@ -14,196 +19,19 @@ from collections.abc import Callable
 
 from .. import _dtype as D
 from .graph import TensorMeta
-from .lower import Const, Expr, Op, cast, compute_dtype, loads_of, promoted
-
-_TANH_K = math.sqrt(2.0 / math.pi)
-
-
-def _out(node) -> tuple[D.dtype, D.dtype, tuple]:
-    out = node.meta.dtype
-    return out, compute_dtype(out), node.meta.shape
-
-
-def _float_unary(prim: str) -> Callable:
-    def rule(node, a, raw):
-        out, c, shape = _out(node)
-        if out.kind != "f":
-            return None
-        return cast(Op(prim, [cast(a["input"], c)], c, shape, label=node.target.name), out)
-    return rule
-
-
-def _same_unary(prim: str, kinds: str = "fiu") -> Callable:
-    def rule(node, a, raw):
-        out, c, shape = _out(node)
-        if out.kind not in kinds:
-            return None
-        return cast(Op(prim, [cast(a["input"], c)], c, shape, label=node.target.name), out)
-    return rule
-
-
-def _binary(prim: str, first: str = "input", second: str = "other", kinds: str = "fiu"):
-    def rule(node, a, raw):
-        out, c, shape = _out(node)
-        if out.kind not in kinds or a.get("rounding_mode") is not None:
-            return None
-        x, y = cast(a[first], c), cast(a[second], c)
-        alpha = a.get("alpha", 1)
-        if alpha != 1:
-            y = Op("mul", [y, Const(alpha, c)], c, shape)
-        return cast(Op(prim, [x, y], c, shape, label=node.target.name), out)
-    return rule
-
-
-def _compare(prim: str) -> Callable:
-    def rule(node, a, raw):
-        c = compute_dtype(promoted([raw["input"], raw["other"]]))
-        if c.kind not in "fiub":
-            return None
-        return Op(prim, [cast(a["input"], c), cast(a["other"], c)], D.bool_, node.meta.shape,
-                  label=node.target.name)
-    return rule
-
-
-def _where(node, a, raw):
-    out, c, shape = _out(node)
-    if out.kind not in "fiu":
-        return None
-    return cast(Op("where", [cast(a["condition"], D.bool_), cast(a["input"], c),
-                             cast(a["other"], c)], c, shape, label="where"), out)
-
-
-def _clamp(node, a, raw):
-    out, c, shape = _out(node)
-    if out.kind not in "fiu":
-        return None
-    e: Expr = cast(a["input"], c)
-    if a.get("min") is not None:
-        e = Op("max", [e, cast(a["min"], c)], c, shape, label="clamp")
-    if a.get("max") is not None:
-        e = Op("min", [e, cast(a["max"], c)], c, shape, label="clamp")
-    return cast(e, out)
-
-
-def _pow(node, a, raw):
-    out, c, shape = _out(node)
-    if out.kind != "f":
-        return None
-    return cast(Op("pow", [cast(a["input"], c), cast(a["exponent"], c)], c, shape, label="pow"),
-                out)
-
-
-def _square(node, a, raw):
-    out, c, shape = _out(node)
-    if out.kind not in "fiu":
-        return None
-    x = cast(a["input"], c)
-    return cast(Op("mul", [x, x], c, shape, label="square"), out)
-
-
-def _silu(node, a, raw):
-    out, c, shape = _out(node)
-    if out.kind != "f":
-        return None
-    x = cast(a["input"], c)
-    return cast(Op("mul", [x, Op("sigmoid", [x], c, shape)], c, shape, label="silu"), out)
-
-
-def _gelu(node, a, raw):
-    """x Phi(x): the C helper em_geluf (no cancellation below zero), or for 'tanh' x s with
-    s = 1 / (1 + exp(-2 u)), u = k (x^3 c + x), which is 0.5 x (1 + tanh u) without tanh's
-    cancellation near -1 and with one exp and one division; the eager kernel's formulas."""
-    out, c, shape = _out(node)
-    if out.kind != "f" or a["approximate"] not in ("none", "tanh"):
-        return None
-    x = cast(a["input"], c)
-
-    def op(prim, *args):
-        return Op(prim, [v if isinstance(v, Expr) else Const(v, c) for v in args], c, shape)
-    if a["approximate"] == "none":
-        r = op("gelu", x)
-    else:
-        r = op("div", x, op("add", op("exp", _tanh_gelu_arg(op, x, op("mul", x, x))), 1))
-    r.label = "gelu"
-    return cast(r, out)
-
-
-def _tanh_gelu_arg(op, x, xx):
-    """-2 u = -2 k (x^3 c + x), the exponent of tanh-GELU's sigmoid."""
-    return op("mul", op("add", op("mul", op("mul", xx, x), 0.044715), x), -2 * _TANH_K)
-
-
-def _gelu_backward(node, a, raw):
-    """grad * gelu'(x): the C helper em_gelu_gradf (Phi + x phi, one exp), or for 'tanh'
-    s + x (2 u') s (1 - s) with s as in _gelu; 1 - s is e s where s > 1/2 (no cancellation;
-    e is finite there). The eager kernel's formulas."""
-    out, c, shape = _out(node)
-    if out.kind != "f" or a["approximate"] not in ("none", "tanh"):
-        return None
-    x, g = cast(a["input"], c), cast(a["grad"], c)
-
-    def op(prim, *args):
-        return Op(prim, [v if isinstance(v, Expr) else Const(v, c) for v in args], c, shape)
-    if a["approximate"] == "tanh":
-        xx = op("mul", x, x)
-        e = op("exp", _tanh_gelu_arg(op, x, xx))
-        s = op("div", 1, op("add", e, 1))
-        q = op("where", Op("gt", [s, Const(0.5, c)], D.bool_, shape), op("mul", e, s),
-               op("sub", 1, s))
-        du = op("mul", op("add", op("mul", xx, 6 * 0.044715 * _TANH_K), 2 * _TANH_K), x)
-        d = op("add", op("mul", du, op("mul", s, q)), s)
-    else:
-        d = op("gelu_grad", x)
-    r = op("mul", d, g)
-    r.label = "gelu_backward"
-    return cast(r, out)
-
-
-def _sign(node, a, raw):
-    """-1, 0 or 1 (0 for NaN and for -0, as the eager kernel)."""
-    out, c, shape = _out(node)
-    if out.kind not in "fiu":
-        return None
-    x = cast(a["input"], c)
-    pos = Op("gt", [x, Const(0, c)], D.bool_, shape)
-    neg = Op("lt", [x, Const(0, c)], D.bool_, shape)
-    r = Op("where", [pos, Const(1, c), Op("where", [neg, Const(-1, c), Const(0, c)], c, shape)],
-           c, shape, label="sign")
-    return cast(r, out)
-
-
-def _logical_not(node, a, raw):
-    x = a["input"]
-    zero = Const(0, compute_dtype(x.dtype) if x.dtype is not D.bool_ else D.bool_)
-    return Op("eq", [cast(x, zero.dtype), zero], D.bool_, node.meta.shape, label="logical_not")
+from .lower import Const, Op, cast, compute_dtype, loads_of
+from .lower_pointwise import fresh
 
 
 def _to_copy(node, a, raw):
-    return cast(a["self"], a["dtype"])
+    return fresh(cast(a["self"], a["dtype"]))
 
 
 def _identity(node, a, raw):
-    return a["input"] if "input" in a else a["self"]
+    return fresh(a["input"] if "input" in a else a["self"])
 
 
-RULES: dict[str, Callable] = {
-    "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"),
-    "div": _binary("div", kinds="f"), "maximum": _binary("max"), "minimum": _binary("min"),
-    "clamp_min": _binary("max", second="min"), "clamp_max": _binary("min", second="max"),
-    "clamp": _clamp, "pow": _pow, "square": _square, "where": _where,
-    "neg": _same_unary("neg"), "abs": _same_unary("abs"), "relu": _same_unary("relu"),
-    "exp": _float_unary("exp"), "log": _float_unary("log"), "sqrt": _float_unary("sqrt"),
-    "rsqrt": _float_unary("rsqrt"), "tanh": _float_unary("tanh"),
-    "sigmoid": _float_unary("sigmoid"), "erf": _float_unary("erf"),
-    "reciprocal": _float_unary("reciprocal"), "sin": _float_unary("sin"),
-    "cos": _float_unary("cos"), "log1p": _float_unary("log1p"),
-    "expm1": _float_unary("expm1"), "silu": _silu, "gelu": _gelu,
-    "gelu_backward": _gelu_backward, "sign": _sign, "sgn": _sign,
-    "logical_not": _logical_not,
-    "eq": _compare("eq"), "ne": _compare("ne"), "lt": _compare("lt"), "le": _compare("le"),
-    "gt": _compare("gt"), "ge": _compare("ge"),
-    "_to_copy": _to_copy, "clone": _identity,
-}
+RULES: dict[str, Callable] = {"_to_copy": _to_copy, "clone": _identity}
 
 # views lowered as index arithmetic (the output's element order is row-major of the input's)
 RESHAPES = frozenset(["view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze"])

@@ -8,15 +8,15 @@ as ``broadcast_shapes``) in ``PUBLIC``; they are exported as ``ember.<name>`` to
 from __future__ import annotations
 
 from .registry import OPS, OpDef, op  # noqa: F401
-from . import (creation, pointwise, binary, powers, complex, reduction, scans,  # noqa: F401
-               sorting, shape, strided, joining, padding, indexing, index_ops, linalg,
+from . import (creation, pointwise, binary, selection, powers, complex, reduction,  # noqa: F401
+               scans, sorting, shape, strided, joining, padding, indexing, index_ops, linalg,
                linalg_struct, linalg_einsum, linalg_decomp, linalg_norm, random, activations,
                losses, normalization, nn_ops, conv, attention, rnn_cells, rnn_layers,
                fft, fft_grad, fft_freq)
 from .bind import bind_namespace as _bind
 
-FAMILIES = (creation, pointwise, binary, complex, reduction, scans, sorting, shape, strided,
-            joining, padding, indexing, index_ops, linalg, linalg_struct, linalg_einsum,
+FAMILIES = (creation, pointwise, binary, selection, complex, reduction, scans, sorting, shape,
+            strided, joining, padding, indexing, index_ops, linalg, linalg_struct, linalg_einsum,
             linalg_decomp, linalg_norm, random, activations, losses, normalization, nn_ops, conv,
             attention, rnn_cells, rnn_layers)
 

@@ -1,5 +1,5 @@
-"""Binary and ternary pointwise ops: arithmetic, comparisons, logic, bitwise, where, clamp
-(powers are in powers.py).
+"""Binary pointwise ops: arithmetic, comparisons, logic, bitwise (powers are in powers.py;
+where, clamp, lerp, addcmul and addcdiv in selection.py).
 
 Registered with ``binop`` (pointwise.promoted_op): the impl receives its operands promoted to
 one compute type, and a meta function comes with the op. Where an op's math is a composition
@@ -18,9 +18,9 @@ import numpy as np
 from .. import _dtype as D
 from ..backends import xp_ops
 from ..backends.xp_ops import COMPILERS, interpret
-from .bind import tensor_method
 from .pointwise import kind, promoted_op as binop, to_compute, type_name
 from ..backends.base import ARRAY_TYPES
+from .pointwise_defn import PointwiseDefn, fixed
 from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, alias_all, op
 
 PW = ("pointwise",)
@@ -317,9 +317,21 @@ def _extremum(name, prim, first_wins, nan_aware):
             take_a = first_wins(a, b) | b.isnan()
             return g * take_a, g * ~take_a
         # maximum/minimum: ties split the gradient; with a NaN both operands receive it
-        half = where(a == b, g / 2, g)
+        half = (g / 2).where(a == b, g)  # (where's method: selection.py imports this module)
         return half.masked_fill(first_wins(b, a), 0), half.masked_fill(first_wins(a, b), 0)
     return impl
+
+
+def _fmax(ops, input, other):
+    """max ignoring a NaN operand (NaN only when both are): numpy's fmax, which the eager
+    kernel calls as one ufunc (this composition would take five array passes there)."""
+    return ops.where(ops.ne(input, input), other,
+                     ops.where(ops.ne(other, other), input, ops.max(input, other)))
+
+
+def _fmin(ops, input, other):
+    return ops.where(ops.ne(input, input), other,
+                     ops.where(ops.ne(other, other), input, ops.min(input, other)))
 
 
 maximum = _extremum("maximum", "max", lambda a, b: a > b, False)
@@ -349,12 +361,31 @@ def _complex_logaddexp(xp, a, b):
     return xp.where(xp.isneginf(big.real), big, r)
 
 
+def _log_add(exp, log1p_scale):
+    """log_b(b^x + b^y) = max + log1p(b^-|x - y|) / ln b, and x + log_b 2 where x == y (so
+    that two equal infinities give that infinity, not the NaN of inf - inf); NaN propagates
+    through max."""
+    def defn(ops, input, other):
+        m = ops.max(input, other)
+        t = ops.log1p(getattr(ops, exp)(ops.neg(ops.abs(ops.sub(input, other)))))
+        r = ops.add(m, t if log1p_scale == 1 else ops.mul(t, log1p_scale))
+        return ops.where(ops.eq(input, other), ops.add(input, math.log(2) * log1p_scale), r)
+    return defn
+
+
+_logaddexp = interpret(_log_add("exp", 1))
+_logaddexp2 = interpret(_log_add("exp2", 1 / math.log(2)))
+
+
 @binop(tensor_only=BOTH, kinds="fc", saves=BOTH)
 def logaddexp(xp, input: "Tensor", other: "Tensor"):
     """``logaddexp(input, other)``: log(exp(input) + exp(other))."""
     if kind(input) == "c":
         return _complex_logaddexp(xp, input, other)
-    return xp.logaddexp(input, other)
+    return _logaddexp(xp, input, other)
+
+
+logaddexp.pointwise_defn = fixed(_logaddexp.kernels.defn, BOTH, kinds="f")
 
 
 @logaddexp.def_backward
@@ -366,7 +397,10 @@ def _(ctx, g):
 @binop(tensor_only=BOTH, kinds="f", saves=BOTH)
 def logaddexp2(xp, input: "Tensor", other: "Tensor"):
     """``logaddexp2(input, other)``: log2(2^input + 2^other)."""
-    return xp.logaddexp2(input, other)
+    return _logaddexp2(xp, input, other)
+
+
+logaddexp2.pointwise_defn = fixed(_logaddexp2.kernels.defn, BOTH, kinds="f")
 
 
 @logaddexp2.def_backward
@@ -434,11 +468,14 @@ alias_all({"greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "
 
 
 def _logical(name):
-    @binop(ALWAYS_BOOL, tensor_only=BOTH, inplace=True, differentiable=False, name=name)
-    def impl(xp, input: "Tensor", other: "Tensor"):
-        return getattr(xp, name)(input, other)
-    impl.__doc__ = f"``{name}(input, other)``: a bool tensor."
-    return impl
+    combine = "bitwise_" + name.split("_")[1]  # and, or, xor
+
+    def math(ops, input: "Tensor", other: "Tensor"):  # truth values combined bit by bit
+        return getattr(ops, combine)(ops.ne(input, 0), ops.ne(other, 0))
+    math.__name__ = name
+    math.__doc__ = f"``{name}(input, other)``: a bool tensor."
+    return binop(ALWAYS_BOOL, tensor_only=BOTH, inplace=True, differentiable=False,
+                 name=name)(interpret(math))
 
 
 logical_and = _logical("logical_and")
@@ -469,9 +506,12 @@ def _bitwise(name, kernel, kinds="bi", cpu_name=None):
     return impl
 
 
-bitwise_and = _bitwise("bitwise_and", interpret(lambda ops, a, b: ops.bitwise_and(a, b)))
-bitwise_or = _bitwise("bitwise_or", interpret(lambda ops, a, b: ops.bitwise_or(a, b)))
-bitwise_xor = _bitwise("bitwise_xor", interpret(lambda ops, a, b: ops.bitwise_xor(a, b)))
+_BITWISE = {"bitwise_and": interpret(lambda ops, a, b: ops.bitwise_and(a, b)),
+            "bitwise_or": interpret(lambda ops, a, b: ops.bitwise_or(a, b)),
+            "bitwise_xor": interpret(lambda ops, a, b: ops.bitwise_xor(a, b))}
+bitwise_and = _bitwise("bitwise_and", _BITWISE["bitwise_and"])
+bitwise_or = _bitwise("bitwise_or", _BITWISE["bitwise_or"])
+bitwise_xor = _bitwise("bitwise_xor", _BITWISE["bitwise_xor"])
 bitwise_left_shift = _bitwise("bitwise_left_shift", lambda xp, a, b: _shift(xp, a, b, True),
                               "i", "lshift")
 bitwise_right_shift = _bitwise("bitwise_right_shift", lambda xp, a, b: _shift(xp, a, b, False),
@@ -483,12 +523,28 @@ def _same_dtype(name, a, b):
         raise RuntimeError(f"{type_name(a)} did not match {type_name(b)}")
 
 
+def _isclose_defn(ops, input, other, rtol, atol, equal_nan):
+    """Equal (infinities included), both NaN where ``equal_nan``, or both finite and
+    |input - other| <= atol + rtol |other|."""
+    r = ops.eq(input, other)
+    if equal_nan:
+        r = ops.bitwise_or(r, ops.bitwise_and(ops.ne(input, input), ops.ne(other, other)))
+    finite = ops.bitwise_and(ops.lt(ops.abs(input), math.inf), ops.lt(ops.abs(other), math.inf))
+    near = ops.le(ops.abs(ops.sub(input, other)), ops.add(ops.mul(ops.abs(other), rtol), atol))
+    return ops.bitwise_or(r, ops.bitwise_and(finite, near))
+
+
+_isclose_kernel = interpret(_isclose_defn)
+
+
 def _isclose(name, xp, a, b, rtol, atol, equal_nan):
     _tensor_args(name, a, b)
     _same_dtype(name, a, b)
-    if a.dtype.kind == "V":
+    if a.dtype.kind == "V" or a.dtype == np.float16:  # half types: in float32
         a, b = a.astype(np.float32), b.astype(np.float32)
-    return xp.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    if a.dtype.kind != "f":  # integers, bools, complex: numpy's
+        return xp.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return _isclose_kernel(xp, a, b, rtol, atol, equal_nan)
 
 
 @op(tags=PW, differentiable=False)
@@ -517,250 +573,41 @@ def equal(xp, input: "Tensor", other: "Tensor"):
     return input.shape == other.shape and bool(xp.array_equal(input, other))
 
 
-# ---------------------------------------------------------------------- selection
-def _where_operands(raw: dict, rt, kwargs) -> None:
-    """where takes both of input and other or neither (then it is nonzero(as_tuple=True))."""
-    if (raw["input"] is None) != (raw["other"] is None):
-        given = ", ".join("Tensor" if type(v) in ARRAY_TYPES else type(v).__name__
-                          for v in raw.values() if v is not None)
-        e = TypeError(f"where() received an invalid combination of arguments - got (Tensor, "
-                      f"{given}), but expected one of:\n * (Tensor condition)\n * (Tensor "
-                      "condition, Tensor input, Tensor other)")
-        e._ember_final = True
-        raise e
-    for v in (raw["input"], raw["other"]):
-        if type(v) in (int, float) and _overflows(v, rt):
-            raise RuntimeError(f"value cannot be converted to type {_C_NAME[rt]} without "
-                               "overflow")
+# ---------------------------------------------------------------------- definitions (compiler)
+# The ops above whose impl calls its definition rather than being one (promoted_op attaches
+# those itself): which definition a call uses, and with what arguments.
+def _scaled_select(plain, scaled):
+    def select(a, ct, out):
+        alpha = a.get("alpha", 1)
+        if alpha == 1 and type(alpha) is int:
+            return plain, [a["input"], a["other"]]
+        return scaled, [a["input"], a["other"], alpha]
+    return select
 
 
-_C_NAME = {D.int8: "int8_t", D.uint8: "uint8_t", D.int16: "int16_t", D.int32: "int",
-           D.int64: "int64_t", D.float32: "float"}
+_OPERANDS = ("input", "other")
+add.pointwise_defn = PointwiseDefn(_scaled_select(_sum.kernels.defn, _sum_scaled.kernels.defn),
+                                   _OPERANDS, kinds="fi")  # bool add is logic
+sub.pointwise_defn = PointwiseDefn(
+    _scaled_select(_difference.kernels.defn, _difference_scaled.kernels.defn), _OPERANDS,
+    kinds="fi")
+mul.pointwise_defn = fixed(_product.kernels.defn, _OPERANDS, kinds="fi")
 
 
-def _overflows(v, dtype) -> bool:
-    """Whether PyTorch refuses the number ``v`` as a scalar operand of ``dtype``: an integer
-    outside a signed type's range (an unsigned one takes negatives down to -max, which
-    wrap); a finite float beyond float32's range. Half types take anything (as inf)."""
-    if dtype not in _C_NAME:
-        return False
-    if dtype.kind == "f":
-        return math.isfinite(v) and abs(v) > 3.4028234663852886e38
-    if type(v) is not int:
-        return False
-    info = np.iinfo(dtype.np)
-    if info.min == 0:
-        return v > info.max or v < -info.max
-    return not info.min <= v <= info.max
+def _div_select(a, ct, out):  # true division (a rounding mode runs eagerly)
+    return None if a.get("rounding_mode") is not None else \
+        (_quotient.kernels.defn, [a["input"], a["other"]])
 
 
-@binop(promote_args=("input", "other"), saves=("condition",), check=_where_operands,
-       compiled=True)
-def where(xp, condition: "Tensor", input: "Scalar|Tensor" = None, other: "Scalar|Tensor" = None):
-    """``where(condition, input, other)``; ``where(condition)`` is ``nonzero(as_tuple=True)``."""
-    if input is None and other is None:  # a 0-d condition counts as one element
-        return tuple(xp.nonzero(xp.atleast_1d(condition)))
-    if condition.dtype != np.bool_:
-        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
-                           f"with dtype {type_name(condition)}")
-    return _select(xp, condition, input, other)
+div.pointwise_defn = PointwiseDefn(_div_select, _OPERANDS, kinds="f")
 
 
-_select = interpret(lambda ops, c, a, b: ops.where(c, a, b))
+for _op in (bitwise_and, bitwise_or, bitwise_xor):
+    _op.pointwise_defn = fixed(_BITWISE[_op.name].kernels.defn, _OPERANDS, kinds="bi")
+for _op, _defn in ((fmax, _fmax), (fmin, _fmin)):
+    _op.pointwise_defn = fixed(_defn, _OPERANDS, kinds="bif")
+isclose.pointwise_defn = PointwiseDefn(
+    lambda a, ct, out: (_isclose_defn, [a["input"], a["other"], a["rtol"], a["atol"],
+                                        a["equal_nan"]]),
+    _OPERANDS, compute="operands", kinds="f")
 
-
-@where.def_backward
-def _(ctx, g):
-    c = ctx.condition
-    z = _zeros(g)
-    return None, where(c, g, z), where(c, z, g)
-
-
-@tensor_method("where")
-def _where_method(self, condition, other):
-    """``x.where(condition, y)`` is ``where(condition, x, y)``."""
-    return where(condition, self, other)
-
-
-_CLAMP = {"c": (NotImplementedError, "clamp is not supported for complex types")}
-
-
-def _check_clamp(raw, rt, kwargs):
-    # bool tensors clamp against tensor bounds only (PyTorch has no bool scalar kernel)
-    scalars = [n for n in ("min", "max") if n in raw and raw[n] is not None
-               and not type(raw[n]) in ARRAY_TYPES]
-    if raw.get("min") is not None and raw.get("max") is not None and len(scalars) == 1:
-        got = ", ".join("Tensor" if type(v) in ARRAY_TYPES else type(v).__name__
-                        for v in raw.values())
-        raise TypeError(f"clamp() received an invalid combination of arguments - got ({got}): "
-                        "min and max must both be tensors or both be numbers")
-    if rt is D.bool_ and scalars:
-        raise NotImplementedError(f'"clamp_{scalars[0]}_scalar_cpu" not implemented for \'Bool\'')
-    if rt is D.bool_ and raw.get("min") is not None and raw.get("max") is not None:
-        raise NotImplementedError("\"clamp_cpu\" not implemented for 'Bool'")
-
-
-@binop(tensor_only=("input",), kinds="bif", refuse=_CLAMP, check=_check_clamp, inplace=True,
-       saves=("input", "min", "max"))
-def clamp(xp, input: "Tensor", min: "Scalar|Tensor" = None, max: "Scalar|Tensor" = None):
-    """``clamp(input, min=None, max=None)``: min(max(input, min), max); NaN propagates."""
-    if min is None and max is None:
-        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    return _clamp(xp, input, min, max)
-
-
-@interpret
-def _clamp(ops, input, min, max):  # a bound that is None is left out
-    r = input
-    if min is not None:
-        r = ops.max(r, min)
-    if max is not None:
-        r = ops.min(r, max)
-    return r
-
-
-@clamp.def_backward
-def _(ctx, g):
-    # PyTorch's masks: the input keeps the gradient where min <= x <= max, a tensor bound where
-    # the result is that bound (max wins when min > max; nobody at min == max); NaN: nobody
-    x, lo, hi = ctx.input, ctx.min, ctx.max
-    keep = glo = ghi = None
-    if lo is not None:
-        keep = x >= lo
-        if _is_t(lo):
-            glo = g * ((x < lo) & (lo < hi) if hi is not None else x < lo)
-    if hi is not None:
-        keep = (x <= hi) if keep is None else keep & (x <= hi)
-        if _is_t(hi):
-            ghi = g * ((x > hi) | (lo > hi) if lo is not None else x > hi)
-    return g * keep, glo, ghi
-
-
-alias_all({"clip": "clamp"})
-
-
-@binop(tensor_only=("input",), kinds="bif", refuse=_CLAMP, check=_check_clamp, inplace=True,
-       saves=("input", "min"))
-@interpret
-def clamp_min(ops, input: "Tensor", min: "Scalar|Tensor"):
-    """``clamp_min(input, min)``."""
-    return ops.max(input, min)
-
-
-@clamp_min.def_backward
-def _(ctx, g):
-    x, lo = ctx.input, ctx.min
-    return g * (x >= lo), (g * (x < lo) if _is_t(lo) else None)
-
-
-@binop(tensor_only=("input",), kinds="bif", refuse=_CLAMP, check=_check_clamp, inplace=True,
-       saves=("input", "max"))
-@interpret
-def clamp_max(ops, input: "Tensor", max: "Scalar|Tensor"):
-    """``clamp_max(input, max)``."""
-    return ops.min(input, max)
-
-
-@clamp_max.def_backward
-def _(ctx, g):
-    x, hi = ctx.input, ctx.max
-    return g * (x <= hi), (g * (x > hi) if _is_t(hi) else None)
-
-
-def _check_lerp(raw, rt, kwargs):
-    # a Python weight: input and end of one float type; a tensor weight: the three promote
-    # together, but an n-d weight must have input's type
-    x, end, w = raw["input"], raw["end"], raw["weight"]
-    if type(w) not in ARRAY_TYPES:
-        if kind(x) not in "fc":
-            raise NotImplementedError(f'"lerp_kernel_scalar" not implemented for '
-                                      f"'{type_name(x)}'")
-        if end.dtype != x.dtype:
-            raise RuntimeError(f"expected dtype {_short(x)} for `end` but got dtype "
-                               f"{_short(end)}")
-        if isinstance(w, complex) and kind(x) != "c":
-            raise RuntimeError(f"value cannot be converted to type {_short(x)} without overflow")
-        return
-    if w.ndim and w.dtype != x.dtype:
-        raise RuntimeError(f"expected dtype {_short(x)} for `weight` but got dtype {_short(w)}")
-    if rt.kind not in "fc":
-        raise NotImplementedError(f'"lerp_kernel_tensor" not implemented for '
-                                  f"'{D.TYPE_NAME[rt]}'")
-
-
-def _short(a):
-    return {np.float32: "float", np.float64: "double", np.float16: "c10::Half"}.get(
-        a.dtype.type, str(a.dtype))
-
-
-@binop(tensor_only=("input", "end"), kinds="fc", check=_check_lerp, inplace=True,
-       saves=("input", "end", "weight"))
-@interpret
-def lerp(ops, input: "Tensor", end: "Tensor", weight: "Scalar|Tensor"):
-    """``lerp(input, end, weight)``: input + weight * (end - input)."""
-    # PyTorch's two-sided formula keeps lerp exact at weight 0 and 1 (weight arrives promoted
-    # to input's dtype, a Python number included)
-    d = ops.sub(end, input)
-    return ops.where(ops.lt(ops.abs(weight), 0.5), ops.add(input, ops.mul(weight, d)),
-                     ops.sub(end, ops.mul(d, ops.sub(1, weight))))
-
-
-@lerp.def_backward
-def _(ctx, g):
-    x, e, w = ctx.input, ctx.end, ctx.weight
-    gw = g * _conj(e - x) if _is_t(w) else None
-    return g * _conj(1 - w), g * _conj(w), gw
-
-
-_ADDCDIV_INT = ("Integer division with addcdiv is no longer supported, and in a future  release "
-                "addcdiv will perform a true division of tensor1 and tensor2. The historic "
-                "addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / "
-                "tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / "
-                "tensor2) for float inputs. The future addcdiv behavior is just the latter "
-                "implementation: (input + value * tensor1 / tensor2), for all dtypes.")
-
-
-def _check_addcdiv(raw, rt, kwargs):
-    if all(kind(raw[n]) in "bi" for n in ("tensor1", "tensor2")):
-        raise RuntimeError(_ADDCDIV_INT)
-
-
-_ADDC_BOOL = {"b": (NotImplementedError, '"addcmul_cpu_out" not implemented for \'{T}\'')}
-
-
-TERNARY = ("input", "tensor1", "tensor2")
-
-
-@binop(tensor_only=TERNARY, kinds="ifc", refuse=_ADDC_BOOL, inplace=True,
-       saves=("tensor1", "tensor2"))
-def addcmul(xp, input: "Tensor", tensor1: "Tensor", tensor2: "Tensor", *, value=1):
-    """``addcmul(input, tensor1, tensor2, *, value=1)``: input + value * tensor1 * tensor2."""
-    return _addcmul(xp, input, tensor1, tensor2, to_compute(xp, value, input.dtype))
-
-
-@interpret
-def _addcmul(ops, input, tensor1, tensor2, value):
-    return ops.add(input, ops.mul(value, ops.mul(tensor1, tensor2)))
-
-
-@addcmul.def_backward
-def _(ctx, g):
-    v = ctx.value
-    return g, g * _conj(ctx.tensor2 * v), g * _conj(ctx.tensor1 * v)
-
-
-@binop(tensor_only=TERNARY, check=_check_addcdiv, inplace=True, saves=("tensor1", "tensor2"))
-def addcdiv(xp, input: "Tensor", tensor1: "Tensor", tensor2: "Tensor", *, value=1):
-    """``addcdiv(input, tensor1, tensor2, *, value=1)``: input + value * tensor1 / tensor2."""
-    return _addcdiv(xp, input, tensor1, tensor2, to_compute(xp, value, input.dtype))
-
-
-@interpret
-def _addcdiv(ops, input, tensor1, tensor2, value):
-    return ops.add(input, ops.mul(value, ops.div(tensor1, tensor2)))
-
-
-@addcdiv.def_backward
-def _(ctx, g):
-    v, t1, t2 = ctx.value, ctx.tensor1, ctx.tensor2
-    return g, g * _conj(v / t2), -g * _conj(v * t1 / (t2 * t2))

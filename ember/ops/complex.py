@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _dtype as D
+from ..backends.xp_ops import interpret
 from .bind import tensor_method
 from .arguments import takes_tensors
+from .pointwise_defn import fixed
 from .registry import op
 
 PW = ("pointwise",)
@@ -27,6 +31,10 @@ def _(ctx, g):
 @op(tags=PW, out=False)
 def conj_physical(xp, input: "Tensor"):
     return xp.conj(input) if input.dtype.kind == "c" else input.copy()
+
+
+# real inputs: a copy (complex values do not lower)
+conj_physical.pointwise_defn = fixed(lambda ops, x: x, ("input",))
 
 
 @conj_physical.def_backward
@@ -78,8 +86,17 @@ def angle(xp, input: "Tensor"):
     if input.dtype.kind == "c":
         return xp.angle(input)
     x = input if input.dtype.kind == "f" else input.astype(D.get_default_dtype().np)
-    r = xp.where(x < 0, xp.asarray(np.pi, x.dtype), xp.zeros((), x.dtype))
-    return xp.where(xp.isnan(x), x, r)
+    return _real_angle(xp, x)
+
+
+@interpret
+def _real_angle(ops, x):
+    # min(|x|, 0): +0 at x >= 0, NaN at NaN
+    return ops.where(ops.lt(x, 0), math.pi, ops.min(ops.abs(x), 0))
+
+
+# real inputs (integers in the default float type, the result's)
+angle.pointwise_defn = fixed(_real_angle.kernels.defn, ("input",), kinds="f")
 
 
 @angle.def_backward

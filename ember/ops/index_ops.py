@@ -14,7 +14,7 @@ import numpy as np
 from .. import _dtype as D
 from .._tensor import Tensor, _wrap_dim
 from .bind import tensor_method
-from .binary import where
+from .selection import where
 from .indexing import _tname, _upcast, index_view, pad_to, scalar_value
 from .arguments import takes_tensors
 from ..backends.base import ARRAY_TYPES

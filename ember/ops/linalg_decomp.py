@@ -20,7 +20,7 @@ import numpy as np
 from .. import _dtype as D
 from ..autograd.grad_mode import no_grad
 from .bind import tensor_method
-from .binary import where
+from .selection import where
 from .complex import imag, real
 from .creation import eye
 from .linalg import _LOW, edtype, is_inexact, matmul, tname, write_out_as

@@ -17,7 +17,7 @@ from .. import _dtype as D
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
 from .activations import log_softmax, logsigmoid, softplus
-from .binary import where
+from .selection import where
 from .arguments import takes_tensors
 from .registry import op
 

@@ -20,7 +20,7 @@ from ..autograd.grad_mode import state as _grad_state
 from ..backends.casting import cast
 from .activations import _safe_softmax
 from .attention import _fused_attention, fused_attention_chosen
-from .binary import where
+from .selection import where
 from .arguments import takes_tensors
 from .linalg import LOW_PRECISION
 from .registry import op

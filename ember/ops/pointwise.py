@@ -28,6 +28,7 @@ from ..backends.xp_ops import COMPILERS, convert, interpret
 from .bind import tensor_method
 from ..backends.base import ARRAY_TYPES
 from .arguments import arg_type_error
+from .pointwise_defn import PointwiseDefn, fixed as fixed_defn
 from .registry import ALWAYS_BOOL, DEFAULT, INT_TO_FLOAT, OPS, alias_all, op
 
 
@@ -206,10 +207,21 @@ def promoted_op(promote=DEFAULT, *, tensor_only=(), kinds="bifc", refuse=None, c
 
         d = op(opname, tags=POINTWISE, **options)(impl)
         d.operand_pos = tuple(ppos)
+        if hasattr(fn, "kernels"):  # a definition: the compiler lowers it too
+            d.pointwise_defn = fixed_defn(fn.kernels.defn, names, pnames,
+                                          compute="operands" if promote == ALWAYS_BOOL
+                                          else "out",
+                                          kinds=_defn_kinds(kinds))
         if promote is not None:
             d.def_meta(_pointwise_meta(opname, params, tensors, pnames, promote, tensor_only))
         return d
     return register
+
+
+def _defn_kinds(kinds: str) -> str:
+    """The compute-dtype categories a definition lowers, from an op's eager ``kinds``
+    (complex values have no loop-IR type)."""
+    return kinds.replace("c", "")
 
 
 def _pointwise_meta(opname, params, tensors, pnames, promote, tensor_only):
@@ -366,6 +378,17 @@ def check_kinds(name: str, x: np.ndarray, kinds: str, refuse: dict | None = None
         raise not_implemented(name, x)
 
 
+def _identity(ops, x):
+    return x
+
+
+def _unary_defn(math: Callable, identity_ints: bool, kinds: str) -> PointwiseDefn:
+    """A unary row's definition for the compiler (integer floor/ceil/trunc: the identity)."""
+    def select(args, ct, out):
+        return (_identity if identity_ints and ct.kind != "f" else math), [args["input"]]
+    return PointwiseDefn(select, ("input",), kinds=_defn_kinds(kinds))
+
+
 def _register_unary(name: str, row: Unary):
     identity_ints = name in _INTEGER_IDENTITY
     if isinstance(row.math, Library):
@@ -387,6 +410,8 @@ def _register_unary(name: str, row: Unary):
            saves=("input",) if row.needs == "x" else (), save_output=row.needs == "y",
            differentiable=row.deriv is not None)(impl)
     d.half_in_kernel = not isinstance(row.math, Library)
+    if not isinstance(row.math, Library):
+        d.pointwise_defn = _unary_defn(row.math, identity_ints, row.kinds)
     deriv, needs, raw = row.deriv, row.needs, row.raw
     if deriv == "zero":
         d.def_backward(lambda ctx, g: g.new_zeros(g.shape))
@@ -410,6 +435,9 @@ def abs(xp, input: "Tensor"):
     """``abs(input)``; complex input gives its real magnitude (no promotion)."""
     check_kinds("abs", input, "ifc")
     return xp.abs(input)
+
+
+abs.pointwise_defn = fixed_defn(lambda ops, x: ops.abs(x), ("input",), kinds="fi")
 
 
 @abs.def_backward
@@ -439,6 +467,9 @@ def sgn(xp, input: "Tensor"):
     return xp.where(a == 0, 0, input / xp.where(a == 0, 1, a)).astype(input.dtype)
 
 
+sgn.pointwise_defn = fixed_defn(UNARY["sign"].math, ("input",), kinds="fi")
+
+
 @sgn.def_backward
 def _(ctx, g):
     x = ctx.input
@@ -454,8 +485,12 @@ def square(xp, input: "Tensor"):
     """``square(input)`` is ``input ** 2`` (so bool squares to int64, like pow)."""
     if input.dtype == np.bool_:
         return input.astype(np.int64)
-    return xp.square(input)
+    return _square(xp, input)
 
+
+_square = interpret(lambda ops, x: ops.mul(x, x))
+# (bool squares in int64, the result's dtype)
+square.pointwise_defn = fixed_defn(_square.kernels.defn, ("input",), kinds="fib")
 
 
 @square.def_backward
@@ -468,8 +503,18 @@ def _(ctx, g):
 def logit(xp, input: "Tensor", eps=None):
     """``logit(input, eps=None)``: log(x / (1 - x)), x clamped to [eps, 1 - eps] if given."""
     check_kinds("logit", input, "f")
-    x = input if eps is None else xp.clip(input, eps, 1 - eps)
-    return xp.log(x / (1 - x))
+    return _logit(xp, input, eps)
+
+
+@interpret
+def _logit(ops, x, eps):
+    if eps is not None:  # clamped to [eps, 1 - eps] (NaN stays)
+        x = ops.min(ops.max(x, eps), 1 - eps)
+    return ops.log(ops.div(x, ops.sub(1, x)))
+
+
+logit.pointwise_defn = PointwiseDefn(
+    lambda a, ct, out: (_logit.kernels.defn, [a["input"], a.get("eps")]), ("input",), kinds="f")
 
 
 @logit.def_backward
@@ -491,12 +536,39 @@ def round(xp, input: "Tensor", *, decimals=0):
         if decimals != 0:
             raise not_implemented("round", input)
         return input.copy()
+    return _round(xp, input, decimals)
+
+
+def _half_even(ops, x):
+    """x rounded to the nearest integer, ties to even: floor, then up where the fraction is
+    above a half or exactly a half on an odd floor (the fraction x - floor(x) is exact);
+    the sign of x kept (-0.3 rounds to -0); infinities and NaN stay."""
+    f = ops.floor(x)
+    d = ops.sub(x, f)
+    odd = ops.sub(f, ops.mul(ops.floor(ops.mul(f, 0.5)), 2))  # 1 on an odd floor, else 0
+    up = ops.where(ops.gt(d, 0.5), 1.0, ops.where(ops.eq(d, 0.5), odd, 0.0))
+    r = ops.copysign(ops.add(f, up), x)
+    return ops.where(ops.eq(ops.abs(x), math.inf), x, r)
+
+
+@interpret
+def _round(ops, x, decimals):
     if decimals == 0:
-        return xp.round(input)
-    t = input.dtype.type
-    if decimals > 0:
-        return xp.round(input * t(10.0 ** decimals)) / t(10.0 ** decimals)
-    return xp.round(input / t(10.0 ** -decimals)) * t(10.0 ** -decimals)
+        return _half_even(ops, x)
+    if decimals > 0:  # the scale as the eager kernel rounds it, in x's dtype
+        s = 10.0 ** decimals
+        return ops.div(_half_even(ops, ops.mul(x, s)), s)
+    s = 10.0 ** -decimals
+    return ops.mul(_half_even(ops, ops.div(x, s)), s)
+
+
+def _round_select(a, ct, out):
+    if ct.kind != "f":  # integers: the identity (with decimals 0; else the op raises)
+        return None if a.get("decimals", 0) else (_identity, [a["input"]])
+    return _round.kernels.defn, [a["input"], a.get("decimals", 0)]
+
+
+round.pointwise_defn = PointwiseDefn(_round_select, ("input",), kinds="fi")
 
 
 @round.def_backward
@@ -508,15 +580,37 @@ def _(ctx, g):
 def nan_to_num(xp, input: "Tensor", nan=0.0, posinf=None, neginf=None):
     """``nan_to_num(input, nan=0.0, posinf=None, neginf=None)``; infinities become the
     dtype's extremes unless given."""
-    if kind(input) not in "fc":
+    if kind(input) == "i" or kind(input) == "b":
         return input.copy()
-    if input.dtype.kind == "V":  # bfloat16: numpy's nan_to_num leaves non-numpy types alone
-        big = float(D.finfo(D.bfloat16).max)
-        r = xp.nan_to_num(input.astype(np.float32), nan=nan,
-                          posinf=big if posinf is None else posinf,
-                          neginf=-big if neginf is None else neginf)
-        return r.astype(input.dtype)
-    return xp.nan_to_num(input, nan=nan, posinf=posinf, neginf=neginf)
+    if kind(input) == "c":
+        return xp.nan_to_num(input, nan=nan, posinf=posinf, neginf=neginf)
+    dt = D.from_np(input.dtype)
+    if dt in _HALF:  # bfloat16: numpy has no such float type (float16 alike, in float32)
+        return _nan_to_num(xp, input.astype(np.float32), *_nan_bounds(dt, nan, posinf, neginf)
+                           ).astype(input.dtype)
+    return _nan_to_num(xp, input, *_nan_bounds(dt, nan, posinf, neginf))
+
+
+def _nan_bounds(dt: D.dtype, nan, posinf, neginf) -> tuple:
+    """nan_to_num's replacements: infinities become ``dt``'s extremes unless given."""
+    big = float(D.finfo(dt).max)
+    return nan, big if posinf is None else posinf, -big if neginf is None else neginf
+
+
+@interpret
+def _nan_to_num(ops, x, nan, posinf, neginf):
+    return ops.where(ops.ne(x, x), nan, ops.where(ops.eq(x, math.inf), posinf,
+                                                  ops.where(ops.eq(x, -math.inf), neginf, x)))
+
+
+def _nan_to_num_select(a, ct, out):
+    if ct.kind != "f":
+        return _identity, [a["input"]]
+    bounds = _nan_bounds(out, a.get("nan", 0.0), a.get("posinf"), a.get("neginf"))
+    return _nan_to_num.kernels.defn, [a["input"], *bounds]
+
+
+nan_to_num.pointwise_defn = PointwiseDefn(_nan_to_num_select, ("input",))
 
 
 @nan_to_num.def_backward
@@ -528,33 +622,60 @@ def _(ctx, g):
     return g * x.isfinite()
 
 
-def _predicate(name, fn, kinds="bifc", refuse=None):
+def _predicate(name, on_floats, otherwise, kinds="bifc", refuse=None, complex_fn=None):
+    """A bool-valued op: the definition ``on_floats`` for floating inputs, ``otherwise`` for
+    integers and bools; complex inputs take numpy's ``complex_fn``."""
+    floats, others = interpret(on_floats), interpret(otherwise)
+
     def impl(xp, input: "Tensor"):
         check_kinds(name, input, kinds, refuse)
         if input.dtype.kind == "V":
             input = input.astype(np.float32)  # bfloat16: numpy files it as no float type
-        return fn(xp, input)
+        k = kind(input)
+        if k == "c":
+            return complex_fn(xp, input)
+        return (floats if k == "f" else others)(xp, input)
     impl.__name__ = name
     impl.__doc__ = f"``{name}(input)``, elementwise; returns a bool tensor."
-    return op(name, tags=POINTWISE, differentiable=False)(impl)
+    d = op(name, tags=POINTWISE, differentiable=False)(impl)
+
+    def select(args, ct, out):
+        return (on_floats if ct.kind == "f" else otherwise), [args["input"]]
+    d.pointwise_defn = PointwiseDefn(select, ("input",), compute="operands")
+    return d
 
 
-def _on_floats(fn, otherwise):
-    return lambda xp, x: fn(x) if kind(x) in "fc" else otherwise(x.shape, bool)
+# predicates that are constant on integers: "never" is x != x, "always" x == x there
+def _never(ops, x):
+    return ops.ne(x, x)
 
 
-isnan = _predicate("isnan", lambda xp, x: _on_floats(xp.isnan, xp.zeros)(xp, x))
-isinf = _predicate("isinf", lambda xp, x: _on_floats(xp.isinf, xp.zeros)(xp, x))
-isfinite = _predicate("isfinite", lambda xp, x: _on_floats(xp.isfinite, xp.ones)(xp, x))
-isposinf = _predicate("isposinf", lambda xp, x: _on_floats(xp.isposinf, xp.zeros)(xp, x), "bif",
+def _always(ops, x):
+    return ops.eq(x, x)
+
+
+def _xp(fn):
+    return lambda xp, x: getattr(xp, fn)(x)
+
+
+isnan = _predicate("isnan", _never, _never, complex_fn=_xp("isnan"))
+isinf = _predicate("isinf", lambda ops, x: ops.eq(ops.abs(x), math.inf), _never,
+                   complex_fn=_xp("isinf"))
+isfinite = _predicate("isfinite", lambda ops, x: ops.lt(ops.abs(x), math.inf), _always,
+                      complex_fn=_xp("isfinite"))
+isposinf = _predicate("isposinf", lambda ops, x: ops.eq(x, math.inf), _never, "bif",
                       {"c": (RuntimeError, "isposinf does not support complex inputs.")})
-isneginf = _predicate("isneginf", lambda xp, x: _on_floats(xp.isneginf, xp.zeros)(xp, x), "bif",
+isneginf = _predicate("isneginf", lambda ops, x: ops.eq(x, -math.inf), _never, "bif",
                       {"c": (RuntimeError, "isneginf does not support complex inputs.")})
-isreal = _predicate("isreal", lambda xp, x: xp.isreal(x))
-signbit = _predicate("signbit", lambda xp, x: xp.signbit(x) if kind(x) == "f" else x < 0, "bif",
+# real inputs are real (NaN too): true either way
+isreal = _predicate("isreal", lambda ops, x: ops.bitwise_or(ops.eq(x, x), ops.ne(x, x)),
+                    _always, complex_fn=_xp("isreal"))
+signbit = _predicate("signbit", lambda ops, x: ops.lt(ops.copysign(1.0, x), 0),
+                     lambda ops, x: ops.lt(x, 0), "bif",
                      {"c": (NotImplementedError,
                             "signbit is not implemented for complex tensors.")})
-logical_not = _predicate("logical_not", lambda xp, x: xp.logical_not(x))
+logical_not = _predicate("logical_not", lambda ops, x: ops.eq(x, 0), lambda ops, x: ops.eq(x, 0),
+                         complex_fn=_xp("logical_not"))
 logical_not.has_inplace = True
 
 

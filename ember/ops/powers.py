@@ -11,7 +11,9 @@ import numpy as np
 from .. import _dtype as D
 from ..backends.base import ARRAY_TYPES
 from .binary import _conj, _is_t, _zeros
+from ..backends.xp_ops import interpret
 from .pointwise import kind, promoted_op as binop
+from .pointwise_defn import fixed
 
 
 def _check_pow(raw, rt, kwargs):
@@ -48,7 +50,13 @@ def pow(xp, input: "Scalar|Tensor", exponent: "Scalar|Tensor"):
         return _int_power(xp, input, exponent)
     if kind(input) == "c":
         return _complex_power(xp, input, exponent)
-    return xp.power(input, exponent)
+    return _power(xp, input, exponent)
+
+
+_power = interpret(lambda ops, input, exponent: ops.pow(input, exponent))
+# floating powers lower from the definition (integer powers are repeated products, and a bool
+# base is logic: those run eagerly)
+pow.pointwise_defn = fixed(_power.kernels.defn, ("input", "exponent"), kinds="f")
 
 
 def _complex_power(xp, a, e):
@@ -103,7 +111,11 @@ def float_power(xp, input: "Scalar|Tensor", exponent: "Scalar|Tensor"):
     cplx = any(isinstance(v, complex) or type(v) in ARRAY_TYPES and kind(v) == "c"
                for v in (input, exponent))
     dt = np.complex128 if cplx else np.float64
-    return xp.power(xp.asarray(input, dtype=dt), xp.asarray(exponent, dtype=dt))
+    return _power(xp, xp.asarray(input, dtype=dt), xp.asarray(exponent, dtype=dt))
+
+
+# both operands cast to float64 (the result's dtype: complex128 does not lower)
+float_power.pointwise_defn = fixed(_power.kernels.defn, ("input", "exponent"), kinds="f")
 
 
 @float_power.def_backward

@@ -111,6 +111,9 @@ class OpDef:
         self.differentiable = differentiable
         self.backward: Callable | None = None
         self.decomposition = decomposition
+        # the pointwise math as a definition over the scalar primitives, for the compiler
+        # (ops/pointwise_defn.PointwiseDefn), or None
+        self.pointwise_defn = None
         self.meta = meta
         self.returns = returns  # a namedtuple class for multi-output ops, or "python"
         self.save_output = save_output

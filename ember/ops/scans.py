@@ -11,7 +11,7 @@ import numpy as np
 from .. import _dtype as D
 from .. import return_types as RT
 from ..autograd.grad_mode import state as _grad_mode
-from .binary import where
+from .selection import where
 from .creation import eye as _eye, ones as _ones
 from .reduction import (_INT64, _acc_dtype, _along, _half_up, _no_complex, _tname, one_dim,
                         reverse_scan, select_backward)

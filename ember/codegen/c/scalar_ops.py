@@ -12,10 +12,11 @@ conversion back wraps); ``int32_t`` and ``int64_t`` overflow is undefined in C, 
 because the compilers do so in practice (the build flags, codegen/c/runtime.py, have no
 ``-fwrapv``).
 
-The float32 spellings of exp, tanh and erf call the branch-free helpers em_expf, em_tanhf and
-em_erff (vectorizable, within the primitives' accuracy), which the compiler's C prelude
-defines (ember/compiler/codegen_c.py, PRELUDE). The prelude stays there for now: its GELU
-helpers take their coefficients from backends/special.py, a layer above this one.
+The float32 spellings of exp, tanh, erf and ncdf call the branch-free helpers em_expf,
+em_tanhf, em_erff and em_ncdff (vectorizable, within the primitives' accuracy; em_ncdf is the
+float64 ncdf), which the compiler's C prelude defines (ember/compiler/codegen_c.py, PRELUDE).
+The prelude stays there for now: its normal-CDF helper takes its coefficients from
+backends/special.py, a layer above this one.
 """
 
 from __future__ import annotations
@@ -62,11 +63,7 @@ def cast_expr(src: D.dtype | None, dst: D.dtype, a: str) -> str:
 
 class CScalarOps(ScalarOps):
     """The C spelling of each primitive (operands are C expressions), for values of C type
-    ``ct``; ``dtype``, where given, tells bool from uint8 (both ``uint8_t``).
-
-    Beyond the primitives it spells the fused forms the compiler's lowering emits (relu,
-    sigmoid, gelu, gelu_grad): compositions of primitives that C writes in one expression or
-    one prelude helper."""
+    ``ct``; ``dtype``, where given, tells bool from uint8 (both ``uint8_t``)."""
 
     def __init__(self, ct: str, dtype: D.dtype | None = None):
         self.ct = ct
@@ -82,9 +79,9 @@ class CScalarOps(ScalarOps):
     def mul(self, a, b): return f"{a} * {b}"
     def div(self, a, b): return f"{a} / {b}"
     def neg(self, a): return f"-{a}"
-    def max(self, a, b): return f"(({a} != {a}) || {a} > {b}) ? {a} : {b}"  # NaN propagates
+    # NaN propagates (from either side); a tie gives b (max(-0, +0) is +0), as numpy's
+    def max(self, a, b): return f"(({a} != {a}) || {a} > {b}) ? {a} : {b}"
     def min(self, a, b): return f"(({a} != {a}) || {a} < {b}) ? {a} : {b}"
-    def relu(self, a): return f"({a} != {a}) ? {a} : ({a} > 0 ? {a} : 0)"
     def where(self, c, a, b): return f"{c} ? {a} : {b}"
     def eq(self, a, b): return f"{a} == {b}"
     def ne(self, a, b): return f"{a} != {b}"
@@ -122,7 +119,6 @@ class CScalarOps(ScalarOps):
     def floor(self, a): return self._fn("floor", a)
     def ceil(self, a): return self._fn("ceil", a)
     def trunc(self, a): return self._fn("trunc", a)
-    def sigmoid(self, a): return f"1 / (1 + {self.exp('-' + a)})"
 
     def sign(self, a):  # 0 at NaN (both comparisons false), as the primitive says
         return a if self.dtype is D.bool_ else f"({a} > 0) - ({a} < 0)"
@@ -140,14 +136,8 @@ class CScalarOps(ScalarOps):
     def constant(self, value, dtype: D.dtype):
         return c_literal(value, dtype)
 
-    def gelu(self, a):  # x Phi(x); float64: libm's erfc has no cancellation below zero
-        return f"em_geluf({a})" if self.f else f"{a} * (0.5 * erfc(-0.7071067811865476 * {a}))"
-
-    def gelu_grad(self, a):  # Phi(x) + x phi(x)
-        if self.f:
-            return f"em_gelu_gradf({a})"
-        return (f"0.5 * erfc(-0.7071067811865476 * {a}) + "
-                f"{a} * 0.3989422804014327 * exp(-0.5 * {a} * {a})")
+    def ncdf(self, a):  # the prelude's helpers (float32: branch-free, vectorizable)
+        return f"em_ncdff({a})" if self.f else f"em_ncdf({a})"
 
     def abs(self, a):
         return self._fn("fabs", a) if self.is_float else f"{a} < 0 ? -{a} : {a}"

@@ -15,6 +15,8 @@ from __future__ import annotations
 import abc
 import math
 
+import numpy as np
+
 from ... import _dtype as D
 from ..prims import ScalarOps
 
@@ -141,6 +143,21 @@ class TritonScalarOps(ScalarOps):
             return a
         t = compute_tl(a.dtype)
         return self._unary(f"({{a}} > 0).to({t}) - ({{a}} < 0).to({t})", a)
+
+    def ncdf(self, a):
+        """Phi(a) = erfc(zh + zl) / 2 ~ (erfc(zh) - zl erfc'(zh)) / 2, where -a / sqrt 2 =
+        zh + zl, zh the rounded product and zl its error (an fma): erfc(zh) alone is off by
+        ~a^2 / 2 half-ulps in the lower tail. Beyond +-40, Phi is 0 or 1."""
+        k = 1 / math.sqrt(2)
+        hi = float(np.float32(k)) if a.dtype is not D.float64 else k
+        lo = float(np.float32(k - hi)) if a.dtype is not D.float64 else -4.833646656726457e-17
+        xc = self.min(self.max(a, -40.0), 40.0)
+        zh = self.mul(xc, -hi)
+        zl = self.emit(f"tl.fma({xc}, {literal(-hi, a.dtype)}, -{zh}) + "
+                       f"{xc} * {literal(-lo, a.dtype)}", a.dtype)
+        tail = self.mul(self.mul(zl, 2 / math.sqrt(math.pi)),
+                        self.exp(self.neg(self.mul(zh, zh))))
+        return self.mul(self.sub(self.erfc(zh), tail), 0.5)
 
     def cast(self, a, dtype: D.dtype):
         if dtype is D.bool_:
