@@ -501,3 +501,28 @@ print("ok")
 
 def test_gelu_kernels_compile_for_sm90():
     compile_for_sm90(_SM90_GELU)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_definitions_computing_with_their_numbers_compile_them_in(dtype):
+    """Definitions that use a number as a Python constant (elu's alpha * scale, the shrinks'
+    -lambd, logit's 1 - eps, round's decimals, isclose's equal_nan) cannot take it at launch:
+    their kernels get the numbers compiled in, by value (found on the H200, where each of
+    these raised a TypeError from the kernel generator)."""
+    F = torch.nn.functional
+    e, t = pair(values((5, 6), dtype), dtype)
+    ep = ember.tensor(np.abs(values((5, 6), dtype, 1)) % 1, dtype=getattr(ember, dtype))
+    tp = torch.tensor(ep.float().numpy()).to(getattr(torch, dtype))
+    for name, kw in (("elu", {"alpha": 0.7}), ("celu", {"alpha": 1.3}), ("selu", {}),
+                     ("softshrink", {"lambd": 0.4}), ("hardshrink", {"lambd": 0.6})):
+        for k in range(2):  # a second value: another kernel, not the first one's number
+            kw2 = {a: v + 0.25 * k for a, v in kw.items()}
+            check(launched(lambda: getattr(ember.nn.functional, name)(e, **kw2)),
+                  getattr(F, name)(t, **kw2), dtype)
+    check(launched(lambda: ember.logit(ep, 0.05)), torch.logit(tp, 0.05), dtype)
+    for d in (0, 1, -1):
+        check(launched(lambda: ember.round(e * 7, decimals=d)), torch.round(t * 7, decimals=d),
+              dtype)
+    for nan in (False, True):
+        check(launched(lambda: ember.isclose(e, e + 0.01, 0.02, 1e-3, nan)),
+              torch.isclose(t, t + 0.01, 0.02, 1e-3, nan), dtype)

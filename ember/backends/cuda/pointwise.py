@@ -38,9 +38,10 @@ def compile(defn, xp):
     plans: dict = {}  # the operands' shapes, strides, dtypes and constants -> Plan
 
     fallback = None
+    baked = False  # the definition uses its numbers as Python constants: compiled in
 
     def kernel(*operands, out=None):
-        nonlocal fallback
+        nonlocal fallback, baked
         key, numbers, f64 = [], False, False
         for a in operands:
             t = type(a)
@@ -63,7 +64,7 @@ def compile(defn, xp):
                 key.append(a)  # (a cast's target: ember's dtypes are singletons)
             else:
                 key.append((t, repr(a)))
-        if numbers and f64:  # numbers beside float64 are compiled in: their values count
+        if numbers and (f64 or baked):  # numbers compiled in: their values count
             key = [(type(a), repr(a)) if type(a) in NUMBERS else k
                    for a, k in zip(operands, key)]
         key = tuple(key)
@@ -71,7 +72,16 @@ def compile(defn, xp):
         if plan is None:
             if len(plans) > 4096:  # shapes that keep changing: start over
                 plans.clear()
-            plan = plans[key] = _plan(defn, name, array_type, operands)
+            try:
+                plan = _plan(defn, name, array_type, operands, baked)
+            except TypeError:
+                if baked or not numbers:
+                    raise
+                # a definition that computes with its numbers in Python (elu's alpha *
+                # scale, round's decimals): from now on they are compiled in, by value
+                baked = True
+                return kernel(*operands, out=out)
+            plans[key] = plan
         fn, out_dtype, shape, n, grid, tail, passed, ready = plan
         if out is None:
             out = array_type(shape, out_dtype)  # uninitialised, as xp.empty (one call less)
@@ -133,10 +143,11 @@ def inplace(plain, scaled, integers: bool, backend):
     return into
 
 
-def _plan(defn, name, array_type, operands):
+def _plan(defn, name, array_type, operands, baked: bool = False):
     """What a call on operands of these shapes, strides and dtypes launches: ``[kernel,
     output numpy dtype, output shape, elements, grid, the size and stride arguments, the
-    positions of numbers passed at launch, the prepared launcher or None]``."""
+    positions of numbers passed at launch, the prepared launcher or None]``; ``baked``:
+    every number compiled into the source."""
     arrays = [a for a in operands if type(a) is array_type]
     shape = np.broadcast_shapes(*(a.shape for a in arrays))
     n = 1
@@ -145,7 +156,7 @@ def _plan(defn, name, array_type, operands):
     layouts, strided, passed = [], [], []
     # numbers are passed at launch, except beside float64 tensors (Triton passes a Python
     # float as float32; those are baked into the source, exact)
-    by_value = not any(a.dtype == np.float64 for a in arrays)
+    by_value = not baked and not any(a.dtype == np.float64 for a in arrays)
     for i, a in enumerate(operands):
         if type(a) in NUMBERS and by_value:
             layouts.append(Number(NUMBERS[type(a)]))
