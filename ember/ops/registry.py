@@ -106,14 +106,11 @@ class OpDef:
         # view: True (always a view), "maybe" (a view when strides allow, else a copy), False
         self.promote = promote
         self.upcast_half = upcast_half
-        # a pointwise definition: a backend's compiled kernel (CUDA) widens halves itself
-        self.half_in_kernel = False
+        self.half_in_kernel = False  # a pointwise definition: compiled kernels widen halves
         self.differentiable = differentiable
         self.backward: Callable | None = None
         self.decomposition = decomposition
-        # the pointwise math as a definition over the scalar primitives, for the compiler
-        # (ops/pointwise_defn.PointwiseDefn), or None
-        self.pointwise_defn = None
+        self.pointwise_defn = None  # a pointwise_defn.PointwiseDefn (the compiler's), or None
         self.meta = meta
         self.returns = returns  # a namedtuple class for multi-output ops, or "python"
         self.save_output = save_output
