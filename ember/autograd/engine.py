@@ -298,6 +298,8 @@ class _Ctx:
 class AccumulateGrad(Node):
     """Sink node of a leaf tensor: adds the incoming gradient into ``tensor.grad``."""
 
+    post_hooks = None  # [hook(tensor)]: Tensor.register_post_accumulate_grad_hook
+
     def __init__(self, t):
         super().__init__()
         self.seq = 1 << 62  # run as soon as ready, like PyTorch
@@ -622,6 +624,8 @@ def run_backward(root_edges, root_grads, retain_graph, create_graph, capture=Non
                     if isinstance(n, AccumulateGrad):
                         if accumulate_into is None or n in accumulate_into:
                             n.accumulate(grads[0], create_graph)
+                            for h in list(n.post_hooks or ()):
+                                h(n.variable)  # register_post_accumulate_grad_hook's hooks
                     else:
                         out = n.apply(grads)
                         if n.hooks:

@@ -1,93 +1,49 @@
-"""``ember.distributed``: process groups and collectives (PyTorch's c10d API).
+"""``ember.distributed``: process groups, collectives and DistributedDataParallel (PyTorch's
+``torch.distributed`` API) for CPU tensors, on MPI (mpi4py over MPICH).
 
-ember has no process-group engine yet (gloo on MPI, NCCL: the distributed-training issue
-brings them). Until then this module answers as a process that never called
-``init_process_group``: ``is_available()`` is False (no backend can be initialised here),
-``is_initialized()`` False, ``init_process_group`` raises a RuntimeError saying so, and every
-call that needs a default group raises PyTorch's ValueError for a missing one. Programs that
-check before they go distributed run single-process, unchanged.
+Layout: ``store.py`` (TCPStore, FileStore: rendezvous), ``_engine.py`` (MPI: start-up and how
+ranks form one world), ``process_group.py`` (init_process_group, groups), ``work.py`` (Work,
+ReduceOp, reductions), ``collectives.py`` and ``p2p.py`` (the operations), ``ddp.py``
+(DistributedDataParallel, bound to ``ember.nn.parallel``), ``run.py`` (the launcher:
+``python -m ember.distributed.run``). Importing this package does not import mpi4py; the first
+``init_process_group`` does.
+
+Not built yet: the NCCL engine (CUDA tensors), DeviceMesh, DTensor, FSDP2, distributed
+checkpoint.
 """
 
 from __future__ import annotations
 
-import enum
-import os
+from .collectives import (all_gather, all_gather_into_tensor, all_reduce, all_to_all_single,
+                          barrier, broadcast, gather, monitored_barrier, reduce, reduce_scatter,
+                          reduce_scatter_tensor, scatter)
+from .ddp import DistributedDataParallel
+from .errors import DistBackendError, DistError, DistNetworkError, DistStoreError
+from .p2p import (P2POp, all_gather_object, batch_isend_irecv, broadcast_object_list,
+                  gather_object, irecv, isend, recv, send)
+from .process_group import (Backend, GroupMember, ProcessGroup, default_pg_timeout,
+                            destroy_process_group, get_backend, get_default_store,
+                            get_global_rank, get_group_rank, get_process_group_ranks, get_rank,
+                            get_world_size, group, init_process_group, is_available,
+                            is_gloo_available, is_initialized, is_mpi_available,
+                            is_nccl_available, is_torchelastic_launched, new_group)
+from .store import FileStore, PrefixStore, Store, TCPStore
+from .work import ReduceOp, Work
 
-from ..nn import parallel as _parallel
-from ..nn.modules.module import Module
+# PyTorch's deprecated names
+_all_gather_base = all_gather_into_tensor
+_reduce_scatter_base = reduce_scatter_tensor
 
-_NO_ENGINE = ("ember.distributed: process groups are not available in this version of ember "
-              "(no gloo, MPI or NCCL engine yet); run single-process, or check "
-              "ember.distributed.is_available() first")
-_NOT_INITIALIZED = ("Default process group has not been initialized, please make sure to call "
-                    "init_process_group.")
-
-
-class ReduceOp(enum.Enum):
-    SUM = 0
-    AVG = 1
-    PRODUCT = 2
-    MIN = 3
-    MAX = 4
-    BAND = 5
-    BOR = 6
-    BXOR = 7
-    PREMUL_SUM = 8
-
-
-class group:
-    WORLD = None
-
-
-def is_available() -> bool:
-    """Whether process groups can be created: not in this version of ember."""
-    return False
-
-
-def is_initialized() -> bool:
-    return False
-
-
-def is_gloo_available() -> bool:
-    return False
-
-
-def is_nccl_available() -> bool:
-    return False
-
-
-def is_mpi_available() -> bool:
-    return False
-
-
-def is_torchelastic_launched() -> bool:
-    """Whether a torchrun-style elastic launcher started this process."""
-    return os.environ.get("TORCHELASTIC_RUN_ID") is not None
-
-
-def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1,
-                       store=None, group_name="", pg_options=None, device_id=None) -> None:
-    raise RuntimeError(_NO_ENGINE)
-
-
-def _needs_group(*args, **kwargs):
-    raise ValueError(_NOT_INITIALIZED)
-
-
-get_rank = get_world_size = get_backend = barrier = destroy_process_group = _needs_group
-all_reduce = broadcast = all_gather = all_gather_into_tensor = reduce_scatter_tensor = \
-    _needs_group
-reduce = gather = scatter = all_to_all_single = send = recv = isend = irecv = _needs_group
-all_gather_object = broadcast_object_list = new_group = _needs_group
-
-
-class DistributedDataParallel(Module):
-    """``DistributedDataParallel(module, device_ids=None, ...)``: the module's gradients
-    all-reduced across the ranks of a process group. It needs an initialised default group,
-    which this version of ember cannot make (see the module docstring)."""
-
-    def __init__(self, module: Module, *args, **kwargs):
-        raise ValueError(_NOT_INITIALIZED)
-
-
-_parallel.DistributedDataParallel = DistributedDataParallel
+__all__ = [
+    "Backend", "DistBackendError", "DistError", "DistNetworkError", "DistStoreError",
+    "DistributedDataParallel", "FileStore", "GroupMember", "P2POp", "PrefixStore",
+    "ProcessGroup", "ReduceOp", "Store", "TCPStore", "Work", "all_gather",
+    "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all_single", "barrier",
+    "batch_isend_irecv", "broadcast", "broadcast_object_list", "default_pg_timeout",
+    "destroy_process_group", "gather", "gather_object", "get_backend", "get_default_store",
+    "get_global_rank", "get_group_rank", "get_process_group_ranks", "get_rank",
+    "get_world_size", "group", "init_process_group", "irecv", "is_available",
+    "is_gloo_available", "is_initialized", "is_mpi_available", "is_nccl_available",
+    "is_torchelastic_launched", "isend", "monitored_barrier", "new_group", "recv", "reduce",
+    "reduce_scatter", "reduce_scatter_tensor", "scatter", "send",
+]
