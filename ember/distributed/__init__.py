@@ -17,6 +17,7 @@ from __future__ import annotations
 from .collectives import (all_gather, all_gather_into_tensor, all_reduce, all_to_all_single,
                           barrier, broadcast, gather, monitored_barrier, reduce, reduce_scatter,
                           reduce_scatter_tensor, scatter)
+from ..utils.data import distributed as _sampler_module
 from .ddp import DistributedDataParallel
 from .errors import DistBackendError, DistError, DistNetworkError, DistStoreError
 from .p2p import (P2POp, all_gather_object, batch_isend_irecv, broadcast_object_list,
@@ -29,6 +30,12 @@ from .process_group import (Backend, GroupMember, ProcessGroup, default_pg_timeo
                             is_nccl_available, is_torchelastic_launched, new_group)
 from .store import FileStore, PrefixStore, Store, TCPStore
 from .work import ReduceOp, Work
+
+def _group_info():
+    return get_world_size(), get_rank()
+
+
+_sampler_module.group_info = _group_info
 
 # PyTorch's deprecated names
 _all_gather_base = all_gather_into_tensor
