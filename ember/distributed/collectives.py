@@ -17,8 +17,8 @@ import numpy as np
 from .._tensor import Tensor
 from . import _engine
 from .process_group import GroupMember, resolve
-from .work import (ReduceOp, Work, check_reduce_op, done_work, finish_reduction, mpi_op,
-                   work_array)
+from .work import (ReduceOp, Work, check_reduce_op, done_work, finish_reduction,
+                   gloo_order_reduce, mpi_op, work_array)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -86,6 +86,8 @@ def _group_rank(pg, rank, group_rank, what: str) -> int:
         r = group_rank
     elif rank is None:
         r = 0
+    elif pg._global_ranks == list(range(pg.size())):
+        r = rank  # the world (or a group of its first ranks): global ranks are group ranks
     else:
         if rank not in pg._group_rank:
             raise ValueError(f"Global rank {rank} is not part of group {pg}")
@@ -111,6 +113,20 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op: bool = False):
     if pg is None:
         return None
     check_reduce_op(op, tensor.dtype)
+    n = pg.size()
+    if n > 2 and a.dtype.name in ("bfloat16", "float16") and \
+            op in (ReduceOp.SUM, ReduceOp.AVG, ReduceOp.PRODUCT):
+        # rounded after each step, so the order matters: gather and reduce in gloo's order
+        parts = np.empty((n, a.size), a.dtype)
+        req = pg._comm.Iallgather(_bytes(_contig(a)), _bytes(parts))
+
+        def finish_half():
+            reduced = gloo_order_reduce(parts, op).reshape(a.shape)
+            if op is ReduceOp.AVG:
+                reduced = (reduced.astype(np.float32) / n).astype(a.dtype)
+            a[...] = reduced
+            tensor._bump()
+        return _issue(pg, "ALLREDUCE", [req], finish_half, a.size, a.size, async_op, [tensor])
     MPI = _engine.mpi()
     w = work_array(a)
     req = pg._comm.Iallreduce(MPI.IN_PLACE, w, op=mpi_op(op, w.dtype))

@@ -36,10 +36,7 @@ class Backend(str):
         if not isinstance(name, str):
             raise ValueError(f"Backend constructor parameter must be string-ish, but got: "
                              f"{type(name)}")
-        value = name.lower()
-        if value not in ("undefined", "gloo", "nccl", "mpi", "cpu:gloo"):
-            raise ValueError(f"Invalid backend: '{name}'")
-        return str.__new__(cls, value)
+        return str.__new__(cls, name.lower())
 
 
 class ProcessGroup:
@@ -155,6 +152,13 @@ def _rendezvous(init_method: str, rank: int, world_size: int, timeout: timedelta
     url = urllib.parse.urlparse(init_method)
     query = dict(urllib.parse.parse_qsl(url.query))
     if url.scheme == "env":
+        if _engine.under_process_manager() and "RANK" not in os.environ and \
+                "PMI_RANK" in os.environ:
+            # started by mpiexec: MPI_COMM_WORLD is the world, no store is needed to form it
+            rank = int(os.environ["PMI_RANK"]) if rank < 0 else rank
+            world_size = int(os.environ["PMI_SIZE"]) if world_size < 0 else world_size
+            if "MASTER_ADDR" not in os.environ:
+                return None, rank, world_size
         rank = _env_int("RANK", int(query.get("rank", rank)))
         world_size = _env_int("WORLD_SIZE", int(query.get("world_size", world_size)))
         host = os.environ.get("MASTER_ADDR")
@@ -194,8 +198,9 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size:
         name = "gloo"
     if name == "nccl":
         raise RuntimeError(_NCCL)
-    if name == "undefined":
-        raise ValueError("Invalid backend: 'undefined'")
+    if name not in ("gloo", "mpi"):
+        raise RuntimeError(f"Invalid backend: '{name}' (ember.distributed has the MPI engine, "
+                           f"as 'mpi' and 'gloo')")
     if timeout is None:
         timeout = default_pg_timeout
     if not isinstance(timeout, timedelta):
@@ -215,11 +220,12 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size:
     if name == "gloo":
         log.info("ember.distributed: backend 'gloo' runs on ember's MPI engine (MPICH)")
     seconds = timeout.total_seconds()
-    comm = _engine.form_world(rank, world_size, PrefixStore("ember", store), seconds)
+    prefixed = None if store is None else PrefixStore("ember", store)
+    comm = _engine.form_world(rank, world_size, prefixed, seconds)
     pg = ProcessGroup(comm, list(range(world_size)), str(name), timeout, rank, "0")
     pg._store = store if world_size > 1 else None
     if world_size > 1:
-        _engine.install_excepthook(store, rank)
+        _engine.install_excepthook(store, rank)  # a failing rank aborts the world
     _state.store = store
     _state.default = pg
     _state.groups = [pg]

@@ -269,6 +269,7 @@ class FileStore(Store):
         self.world_size = world_size
         fd = os.open(file_name, os.O_RDWR | os.O_CREAT, 0o644)
         os.close(fd)
+        self._call("add", _INIT_KEY, 1)  # the processes using the file (num_keys counts it)
 
     def _call(self, op: str, *args):
         with open(self.path, "r+b") as fh:
@@ -289,11 +290,16 @@ class FileStore(Store):
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
+    def delete_key(self, key: str) -> bool:
+        self._call("delete_key", key)
+        return True  # PyTorch's FileStore answers True whether the key was there or not
+
     def _wait(self, keys, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while not self._call("check", keys):
             if time.monotonic() > deadline:
-                raise _timeout_error(seconds, keys)
+                raise DistStoreError(f"Timeout waiting for key: {', '.join(keys)} after "
+                                     f"{round(seconds * 1000)} ms")
             time.sleep(0.005)
 
 

@@ -208,6 +208,29 @@ def work_array(a: np.ndarray) -> np.ndarray:
     return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
+def gloo_order_reduce(parts: np.ndarray, op) -> np.ndarray:
+    """Reduce ``parts`` (one row per rank, a half type) as gloo's ring all-reduce does: the
+    row is cut into one segment per rank; segment c is accumulated starting from rank c+1 and
+    going round the ring to rank c, rounding to the half type after every step. (Checked
+    element for element against PyTorch's gloo for 3 ranks; with 2 ranks any order gives the
+    same numbers.)"""
+    n, count = parts.shape
+    dtype = parts.dtype
+    seg = -(-count // n)
+    out = np.empty(count, dtype)
+    combine = np.multiply if op is ReduceOp.PRODUCT else np.add
+    for c in range(n):
+        lo, hi = c * seg, min(count, (c + 1) * seg)
+        if lo >= hi:
+            continue
+        acc = parts[(c + 1) % n, lo:hi]
+        for j in range(2, n + 1):
+            nxt = parts[(c + j) % n, lo:hi]
+            acc = combine(acc.astype(np.float32), nxt.astype(np.float32)).astype(dtype)
+        out[lo:hi] = acc
+    return out
+
+
 def finish_reduction(work: np.ndarray, dest: np.ndarray, op, n: int) -> None:
     """Write a reduction's result ``work`` into ``dest``: cast back to a half type once (the
     sum of two values rounded once, as gloo adds two half values in float and rounds), and
