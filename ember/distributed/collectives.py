@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from .._tensor import Tensor
+from .._tensor import Tensor, _wrap
 from . import _engine
 from .process_group import GroupMember, resolve
 from .work import (ReduceOp, Work, check_reduce_op, done_work, finish_reduction,
@@ -190,15 +190,15 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op: 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op: bool = False):
     """``reduce_scatter_tensor`` with the input given as one tensor per rank."""
-    _check_list(input_list, "input_list")
+    arrays = _check_list(input_list, "input_list")
     pg = _group(group, "reduce_scatter")
     if pg is None:
         return None
-    if len(input_list) != pg.size():
+    if len(arrays) != pg.size():
         raise ValueError(f"Argument ``input_list`` must have {pg.size()} tensors (one per "
-                         f"rank), got {len(input_list)}")
-    from ..ops import cat
-    return reduce_scatter_tensor(output, cat([t.reshape(-1) for t in input_list]), op, group,
+                         f"rank), got {len(arrays)}")
+    flat = np.concatenate([a.reshape(-1) for a in arrays])
+    return reduce_scatter_tensor(output, _wrap(flat, input_list[0].dtype), op, group,
                                  async_op)
 
 

@@ -117,34 +117,49 @@ def launch(args) -> int:
             sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
-    failed = None
+    failures = []  # (rank, local, process, error file), in the order they were seen
+    first_failure_at = None
     try:
         while True:
             running = False
-            for rank, local, p, err in procs:
-                code = p.poll()
+            for entry in procs:
+                code = entry[2].poll()
                 if code is None:
                     running = True
-                elif code != 0 and failed is None:
-                    failed = (rank, local, p, err, time.monotonic())
+                elif code != 0 and entry not in failures:
+                    failures.append(entry)
+                    first_failure_at = first_failure_at or time.monotonic()
             if not running:
                 break
-            if failed is not None and time.monotonic() - failed[4] > args.grace:
+            if first_failure_at is not None and \
+                    time.monotonic() - first_failure_at > args.grace:
                 stop()
                 break
             time.sleep(0.05)
     except KeyboardInterrupt:
         stop()
         return 130
-    if failed is None:
+    if not failures:
         return 0
-    rank, local, p, err, _ = failed
+    rank, local, p, err = _root_cause(failures)
     trace = open(err).read() if os.path.exists(err) else "(no traceback: the process died " \
         "without raising, see its output above)\n"
     print(f"ember.distributed.run: rank {rank} (local_rank {local}, pid {p.pid}) failed with "
           f"exit code {p.returncode}; the other ranks were stopped.\n"
           f"Traceback of rank {rank}:\n{trace}", file=sys.stderr, flush=True)
     return 1
+
+
+def _root_cause(failures):
+    """The failure to report: the first rank that failed on its own, not one that only
+    stopped because another rank aborted the world (whichever process exited first)."""
+    for entry in failures:
+        err = entry[3]
+        if os.path.exists(err):
+            with open(err) as fh:
+                if "stopped: rank" not in fh.read():
+                    return entry
+    return failures[0]
 
 
 def main(argv=None) -> int:

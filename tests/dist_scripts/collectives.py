@@ -116,6 +116,10 @@ o = ember.zeros(2, 3)
 dist.reduce_scatter_tensor(o, T(full[r]), op=dist.ReduceOp.MAX)
 eq(o, np.maximum.reduce(full)[2 * r:2 * r + 2], "reduce_scatter_tensor MAX")
 
+o = ember.zeros(2, 3)
+dist.reduce_scatter(o, [T(full[r][2 * k:2 * k + 2]) for k in range(n)])
+eq(o, sum(full)[2 * r:2 * r + 2], "reduce_scatter (a list)", exact=False)
+
 # all_to_all_single: equal and uneven splits
 x = T(np.arange(n * 2, dtype=np.float32) + 100 * r)
 y = ember.zeros(n * 2)
