@@ -23,8 +23,9 @@ STEPS = 12
 TARGET = 1.2
 
 
-def worker(lib_name: str) -> None:
-    """One rank: time DDP steps of the GPT; rank 0 prints the median step time."""
+def worker(lib_name: str, ddp: bool = True) -> None:
+    """One rank: time DDP steps of the GPT (without ``ddp``: the same step on the rank's own
+    model, no communication but the barrier); rank 0 prints the median step time."""
     if lib_name == "torch":
         import torch as lib
         import torch.distributed as dist
@@ -33,7 +34,8 @@ def worker(lib_name: str) -> None:
         import ember.distributed as dist
     from bench.train import gpt_step
     dist.init_process_group("gloo")
-    step = gpt_step(lib, wrap_model=lambda m: lib.nn.parallel.DistributedDataParallel(m))
+    wrap = (lambda m: lib.nn.parallel.DistributedDataParallel(m)) if ddp else None
+    step = gpt_step(lib, wrap_model=wrap)
     for _ in range(WARMUP):
         step()
     times = []
@@ -47,7 +49,7 @@ def worker(lib_name: str) -> None:
     dist.destroy_process_group()
 
 
-def _run(lib_name: str) -> float:
+def _run(lib_name: str, ddp: bool = True) -> float:
     launcher = "ember.distributed.run" if lib_name == "ember" else "torch.distributed.run"
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                EMBER_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -56,7 +58,7 @@ def _run(lib_name: str) -> float:
     cmd = [sys.executable, "-m", launcher, "--nproc-per-node", "2"]
     if lib_name == "torch":
         cmd += ["--standalone"]
-    cmd += ["-m", "bench.dist_cpu", "--worker", lib_name]
+    cmd += ["-m", "bench.dist_cpu", "--worker", lib_name] + ([] if ddp else ["local"])
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=root)
     for line in out.stdout.splitlines():
         if line.startswith("STEP "):
@@ -67,22 +69,31 @@ def _run(lib_name: str) -> float:
 def main() -> None:
     print("DDP on CPU, 2 ranks, small GPT (bench/train.py GPT_SHAPE, batch 16 per rank), "
           "median step time of rank 0")
-    ember_times, torch_times = [], []
+    print("(local: the same step without DDP on each of the 2 processes, so DDP's own cost is "
+          "DDP - local)")
+    times = {k: [] for k in ("ember", "torch", "ember local", "torch local")}
     for r in range(ROUNDS):
-        e = _run("ember")
-        t = _run("torch")
-        ember_times.append(e)
-        torch_times.append(t)
-        print(f"  round {r + 1}: ember {e * 1000:7.1f} ms   torch gloo {t * 1000:7.1f} ms   "
-              f"ratio {e / t:.2f}x")
-    e, t = statistics.median(ember_times), statistics.median(torch_times)
+        for key in times:
+            times[key].append(_run(key.split()[0], ddp="local" not in key))
+        row = {k: v[-1] for k, v in times.items()}
+        print(f"  round {r + 1}: DDP ember {row['ember'] * 1000:7.1f} ms, torch gloo "
+              f"{row['torch'] * 1000:7.1f} ms, ratio {row['ember'] / row['torch']:.2f}x;  "
+              f"local ember {row['ember local'] * 1000:7.1f} ms, torch "
+              f"{row['torch local'] * 1000:7.1f} ms", flush=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    e, t = med["ember"], med["torch"]
     verdict = "ok" if e / t <= TARGET else "over the target"
-    print(f"median: ember {e * 1000:.1f} ms, torch gloo {t * 1000:.1f} ms, ratio {e / t:.2f}x "
-          f"(target <= {TARGET}x: {verdict})")
+    print(f"median DDP step: ember {e * 1000:.1f} ms, torch gloo {t * 1000:.1f} ms, ratio "
+          f"{e / t:.2f}x (target <= {TARGET}x: {verdict})")
+    print(f"median local step: ember {med['ember local'] * 1000:.1f} ms, torch "
+          f"{med['torch local'] * 1000:.1f} ms, ratio "
+          f"{med['ember local'] / med['torch local']:.2f}x; DDP's own cost: ember "
+          f"{(e - med['ember local']) * 1000:.1f} ms, torch "
+          f"{(t - med['torch local']) * 1000:.1f} ms")
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
-        worker(sys.argv[2])
+        worker(sys.argv[2], ddp=sys.argv[3:4] != ["local"])
     else:
         main()

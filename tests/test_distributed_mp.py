@@ -138,3 +138,26 @@ def test_mpiexec_world_and_init_methods(tmp_path):
     url = f"file://{tmp_path / 'store'}"
     code, out, err, _ = launch(2, "world.py", url)
     assert code == 0 and out.count(f"({url}): OK") == 2, out + err
+
+
+def test_two_launchers_as_two_nodes():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmds = [[sys.executable, "-m", "ember.distributed.run", "--nnodes", "2", "--node-rank",
+             str(node), "--nproc-per-node", "1", "--master-port", str(port),
+             str(SCRIPTS / "world.py"), "env"] for node in (0, 1)]
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=_env(), cwd=str(ROOT), start_new_session=True) for c in cmds]
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=60))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert outs[0][0].strip() == "rank 0 of 2 (env): OK" and \
+        outs[1][0].strip() == "rank 1 of 2 (env): OK", outs
