@@ -14,14 +14,15 @@ checkpoint.
 
 from __future__ import annotations
 
-from .collectives import (all_gather, all_gather_into_tensor, all_reduce, all_to_all_single,
+from .collectives import (all_gather, all_gather_into_tensor, all_reduce, all_to_all,
+                          all_to_all_single,
                           barrier, broadcast, gather, monitored_barrier, reduce, reduce_scatter,
                           reduce_scatter_tensor, scatter)
 from ..utils.data import distributed as _sampler_module
 from .ddp import DistributedDataParallel
 from .errors import DistBackendError, DistError, DistNetworkError, DistStoreError
 from .p2p import (P2POp, all_gather_object, batch_isend_irecv, broadcast_object_list,
-                  gather_object, irecv, isend, recv, send)
+                  gather_object, irecv, isend, recv, scatter_object_list, send)
 from .process_group import (Backend, GroupMember, ProcessGroup, default_pg_timeout,
                             destroy_process_group, get_backend, get_default_store,
                             get_global_rank, get_group_rank, get_process_group_ranks, get_rank,
@@ -45,12 +46,13 @@ __all__ = [
     "Backend", "DistBackendError", "DistError", "DistNetworkError", "DistStoreError",
     "DistributedDataParallel", "FileStore", "GroupMember", "P2POp", "PrefixStore",
     "ProcessGroup", "ReduceOp", "Store", "TCPStore", "Work", "all_gather",
-    "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all_single", "barrier",
+    "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all", "all_to_all_single",
+    "barrier",
     "batch_isend_irecv", "broadcast", "broadcast_object_list", "default_pg_timeout",
     "destroy_process_group", "gather", "gather_object", "get_backend", "get_default_store",
     "get_global_rank", "get_group_rank", "get_process_group_ranks", "get_rank",
     "get_world_size", "group", "init_process_group", "irecv", "is_available",
     "is_gloo_available", "is_initialized", "is_mpi_available", "is_nccl_available",
     "is_torchelastic_launched", "isend", "monitored_barrier", "new_group", "recv", "reduce",
-    "reduce_scatter", "reduce_scatter_tensor", "scatter", "send",
+    "reduce_scatter", "reduce_scatter_tensor", "scatter", "scatter_object_list", "send",
 ]

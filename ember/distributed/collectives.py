@@ -361,6 +361,35 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     return _issue(pg, "ALLTOALL_BASE", [req], finish, inp.size, out.size, async_op, [output])
 
 
+def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op: bool = False):
+    """Send ``input_tensor_list[i]`` to rank i; ``output_tensor_list[j]`` receives rank j's."""
+    outs = _check_list(output_tensor_list, "output_tensor_list")
+    ins = _check_list(input_tensor_list, "input_tensor_list")
+    pg = _group(group, "all_to_all")
+    if pg is None:
+        return None
+    n = pg.size()
+    if len(outs) != n or len(ins) != n:
+        raise RuntimeError(f"ProcessGroupGloo::alltoall: the tensor lists must have one tensor "
+                           f"per rank ({n}), got {len(outs)} outputs and {len(ins)} inputs")
+    send = np.concatenate([_bytes(_contig(a)) for a in ins]) if ins else np.empty(0, np.uint8)
+    recv = np.empty(sum(a.nbytes for a in outs), np.uint8)
+    scounts = [a.nbytes for a in ins]
+    rcounts = [a.nbytes for a in outs]
+    sdispl = [sum(scounts[:k]) for k in range(n)]
+    rdispl = [sum(rcounts[:k]) for k in range(n)]
+    MPI = _engine.mpi()
+    req = pg._comm.Ialltoallv([send, (scounts, sdispl), MPI.BYTE],
+                              [recv, (rcounts, rdispl), MPI.BYTE])
+
+    def finish():
+        for t, a, start, count in zip(output_tensor_list, outs, rdispl, rcounts):
+            a[...] = recv[start:start + count].view(a.dtype).reshape(a.shape)
+            t._bump()
+    return _issue(pg, "ALLTOALL", [req], finish, sum(a.size for a in ins),
+                  sum(a.size for a in outs), async_op, list(output_tensor_list))
+
+
 def _splits(a: np.ndarray, sizes, n: int, what: str) -> list:
     """Byte counts of the parts of ``a`` along dim 0."""
     rows = a.shape[0] if a.ndim else 1
@@ -398,5 +427,6 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks: bool = False):
 
 
 __all__ = ["all_reduce", "reduce", "reduce_scatter_tensor", "reduce_scatter", "broadcast",
+           "all_to_all",
            "all_gather_into_tensor", "all_gather", "gather", "scatter", "all_to_all_single",
            "barrier", "monitored_barrier", "done_work"]

@@ -191,3 +191,39 @@ def broadcast_object_list(object_list, src=None, group=None, device=None,
         for i in range(k):
             object_list[i] = pickle.loads(buf[offset:offset + sizes[i]].tobytes())
             offset += int(sizes[i])
+
+
+def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=None,
+                        group=None, group_src=None) -> None:
+    """Rank ``src``'s ``scatter_object_input_list[i]`` into rank i's
+    ``scatter_object_output_list[0]``."""
+    from .collectives import _group_rank
+    pg = _group(group, "scatter_object_list")
+    if pg is None:
+        return
+    if not isinstance(scatter_object_output_list, list) or not scatter_object_output_list:
+        raise ValueError("Expected argument scatter_object_output_list to be a list of size "
+                         "at least 1.")
+    root = _group_rank(pg, src, group_src, "src")
+    n = pg.size()
+    MPI = _engine.mpi()
+    size = np.zeros(1, np.int64)
+    if pg.rank() == root:
+        if scatter_object_input_list is None or len(scatter_object_input_list) != n:
+            raise ValueError(f"Argument ``scatter_object_input_list`` must have {n} entries on "
+                             f"the source rank")
+        parts = [_pickled(o) for o in scatter_object_input_list]
+        sizes = np.array([p.size for p in parts], np.int64)
+        req = pg._comm.Iscatter(sizes, size, root=root)
+    else:
+        req = pg._comm.Iscatter(None, size, root=root)
+    _issue(pg, "SCATTER", [req], None, n, 1, False)
+    buf = np.empty(int(size[0]), np.uint8)
+    if pg.rank() == root:
+        send = np.concatenate(parts) if parts else np.empty(0, np.uint8)
+        displs = [int(sum(sizes[:k])) for k in range(n)]
+        req = pg._comm.Iscatterv([send, (list(sizes), displs), MPI.BYTE], buf, root=root)
+    else:
+        req = pg._comm.Iscatterv(None, buf, root=root)
+    _issue(pg, "SCATTER", [req], None, buf.size, buf.size, False)
+    scatter_object_output_list[0] = pickle.loads(buf.tobytes())

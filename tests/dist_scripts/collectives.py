@@ -136,6 +136,13 @@ want = np.concatenate([np.arange(sum(in_splits) * 2, dtype=np.float32).reshape(-
     start:start + r + 1] + 1000 * k for k in range(n)])
 eq(y, want, "all_to_all_single with split sizes")
 
+# all_to_all with tensors of different sizes and dtypes per peer
+ins = [T(np.full((r + 1, k + 1), 10 * r + k, np.int64)) for k in range(n)]
+outs = [ember.zeros(k + 1, r + 1, dtype=ember.int64) for k in range(n)]
+dist.all_to_all(outs, ins)
+for k in range(n):
+    eq(outs[k], np.full((k + 1, r + 1), 10 * k + r, np.int64), f"all_to_all[{k}]")
+
 # reduce, gather, scatter to/from the last rank
 root = n - 1
 t = T(inputs(r, (3,)))
@@ -184,6 +191,9 @@ assert objs == [{"rank": k, "data": list(range(k))} for k in range(n)], objs
 lst = [("x", 1), {"y": [2]}] if r == root else [None, None]
 dist.broadcast_object_list(lst, src=root)
 assert lst == [("x", 1), {"y": [2]}], lst
+got = [None]
+dist.scatter_object_list(got, [{"to": k} for k in range(n)] if r == root else None, src=root)
+assert got == [{"to": r}], got
 gathered = [None] * n if r == 0 else None
 dist.gather_object(r * 10, gathered, dst=0)
 assert r != 0 or gathered == [k * 10 for k in range(n)], gathered
