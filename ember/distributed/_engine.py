@@ -39,9 +39,10 @@ _MPI = None
 _helper = None  # the borrowed process manager (see the module docstring)
 broken = False  # a collective timed out or failed: the world is aborted at exit
 
-# MPICH settings ember chooses unless the user set them: no shared-memory symmetric heap
-# retries at start-up, and no abort message storm. (Collectives are polled by ember with a
-# sleeping back-off, so idle ranks do not spin inside MPI; see Work.wait.)
+# MPICH settings ember chooses unless the user set them. MPICH 5 (ch4) has no wait policy
+# for blocking calls (they poll the network in a loop); ember issues every collective
+# non-blocking and polls it with a sleeping back-off (Work.wait), so an idle rank does not
+# spin. Only forming the world (accept/connect/merge) blocks inside MPI.
 _ENV_DEFAULTS = {
     "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1",  # yield (nanosleep) when threads contend for MPI
 }
@@ -151,8 +152,11 @@ def abort_world(store, reason: str | None = None) -> None:
             pass
 
 
-def abort_reason(store) -> str | None:
-    """Why the world was aborted, or None if it was not."""
+def abort_reason(store, needs_rank0: bool = True) -> str | None:
+    """Why the world was aborted, or None if it was not. A store that cannot be reached
+    means that rank 0's process (its server) is gone: an abort for an operation that needs
+    rank 0 (``needs_rank0``), and nothing to go by for one that does not (rank 0 may have
+    finished normally; that operation's own timeout still applies)."""
     if store is None:
         return None
     try:
@@ -160,6 +164,8 @@ def abort_reason(store) -> str | None:
             return None
         return store.get(ABORT_KEY).decode()
     except Exception:  # noqa: BLE001  (the store's server process is gone)
+        if not needs_rank0:
+            return None
         return "the rendezvous store is unreachable (rank 0's process has exited)"
 
 

@@ -111,7 +111,7 @@ class Work:
     def _check_abort(self) -> None:
         """Raise if another rank has aborted the world (it set the store's abort key, or its
         process, which served the store, is gone)."""
-        reason = _engine.abort_reason(self._pg._store)
+        reason = _engine.abort_reason(self._pg._store, 0 in self._pg._group_rank)
         if reason is None:
             return
         self._error = DistBackendError(
