@@ -7,6 +7,24 @@ rank, alternating for ``ROUNDS`` rounds; the median step time of rank 0 over the
 steps is reported per round, and the ratio of the medians over rounds.
 
 Target: ember <= 1.2x PyTorch (issue 19).
+
+Findings (2-core machine shared with other sessions; 2026-11-27)
+----------------------------------------------------------------
+Calm machine (load 2-3), two runs of 3 rounds: DDP step ember 152.7 / torch gloo 108.4 ms
+(1.41x), then 191.6 / 105.9 ms (1.81x); the same step without DDP: 104.3 / 91.6 ms (1.14x),
+120.1 / 110.4 ms (1.09x). Under load 7-9: DDP 933 / 209 ms (4.5x), local 794 / 242 ms (3.3x).
+So the target is not met: ember's step itself is ~1.1x torch's when the machine is calm, and
+DDP adds ~20-70 ms a step in ember against ~0-17 ms in torch (noisy: rounds differ by +-40 ms).
+Where it goes (cProfile of rank 0): waiting in Work.wait, mostly in time.sleep between polls.
+torch's gloo runs its all-reduces on a background thread, so they progress while backward
+computes; MPICH progresses a non-blocking collective only when it is polled, and ember polls
+from the main thread (in each gradient hook, then at the end of backward), so most of the
+bucket traffic happens in the final wait. MPICH's own progress thread
+(MPIR_CVAR_ASYNC_PROGRESS=1) makes it worse here (151 -> 277 ms and 165 -> 239 ms a step):
+it spins a core, and there are two cores for two ranks. Polling without sleeping for the first
+5 ms of a wait made no difference beyond the noise (145/161 ms before, 148/131 ms after).
+Next to try: a polling thread of ember's own that sleeps on a condition between buckets, or
+fewer, larger buckets for small models.
 """
 
 from __future__ import annotations
