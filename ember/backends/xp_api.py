@@ -33,7 +33,7 @@ LINALG = frozenset("cholesky det eigh eigvalsh inv qr svd".split())
 FFT = frozenset("fftn ifftn rfftn irfftn".split())
 # library calls every backend's namespace provides; the checks are its backend's
 # (Backend.check_index / check_probabilities), attached where the backend builds its xp
-EXTRAS = frozenset(("add_at", "check_index", "check_probabilities", "check_unit_interval"))
+EXTRAS = frozenset(("ufunc_at", "check_index", "check_probabilities", "check_unit_interval"))
 STRIDE_TRICKS = frozenset(("as_strided",))
 
 
@@ -61,10 +61,18 @@ def restricted(module, name: str, backend=None) -> types.ModuleType:
         setattr(tricks, n, getattr(module.lib.stride_tricks, n))
     ns.lib = types.SimpleNamespace(stride_tricks=tricks)
     # library calls beyond the array API, under one name on every backend
-    ns.add_at = module.add.at  # a[indices] += b, unbuffered (repeated indices accumulate)
+    ns.ufunc_at = _ufunc_at(module)
     if backend is not None:
         attach_checks(ns, backend)
     return ns
+
+
+def _ufunc_at(module):
+    def ufunc_at(name: str, a, key, values) -> None:
+        """``a[key] = name(a[key], values)`` unbuffered: repeated indices all take effect
+        (``name``: add, multiply, maximum, minimum)."""
+        getattr(module, name).at(a, key, values)
+    return ufunc_at
 
 
 def attach_checks(ns, backend) -> None:

@@ -314,7 +314,7 @@ def index_put(xp, input: "Tensor", indices: "Tensor[]", values: "Tensor", accumu
     if accumulate:
         work = _upcast(input)
         out = work.copy()
-        np.add.at(out, key, v.astype(work.dtype, copy=False))  # numpy-only: ufunc.at
+        xp.ufunc_at("add", out, key, v.astype(work.dtype, copy=False))
         return out.astype(input.dtype, copy=False)
     out = input.copy()
     out[key] = v

@@ -7,7 +7,8 @@ dispatcher (correct, not fast), and one that is handed GPU arrays raises a clear
 ember's own kernels: generated Triton pointwise kernels (pointwise.py), Triton row kernels
 (rows.py: softmax family, layer and RMS norm), reductions (reductions.py: sums, means, extrema
 with indices, variances; their plans cached in reduction_plans.py), scans (scans.py:
-cumsum, cumprod, cummax, cummin, logcumsumexp), batch norm (channels.py),
+cumsum, cumprod, cummax, cummin, logcumsumexp), scatters into repeated indices (scatter.py:
+``xp.ufunc_at``, under index_add, index_put, scatter_reduce, ...), batch norm (channels.py),
 2-D pooling (pool.py), fused attention (attention.py), fused optimizer steps (optim.py), fused
 LSTM / GRU cells (rnn_cells.py), products through its cuBLAS binding (blas.py), and Philox
 streams held on the device for the sampling ops (philox.py, random_ops.py). The data-dependent
@@ -57,8 +58,9 @@ class CUDABackend(Backend):
         from . import blas
         xp.matmul = blas.matmul  # products through ember's cuBLAS binding
         if triton_installed():  # pointwise definitions become generated Triton kernels
-            from . import pointwise
+            from . import pointwise, scatter
             set_compiler(xp, pointwise.compile)
+            xp.ufunc_at = scatter.ufunc_at  # scatters into repeated indices
         return xp
 
     @functools.cached_property
