@@ -146,13 +146,28 @@ class CUDABackend(Backend):
         return a
 
     def storage_offset(self, a) -> int:
-        return (a.data.ptr - self.storage(a).data.ptr) // max(a.itemsize, 1)
+        # counted from the allocation (a view built over it, as strided_view's, has no base)
+        return (a.data.ptr - a.data.mem.ptr) // max(a.itemsize, 1)
+
+    def storage_nbytes(self, a) -> int:
+        root = self.storage(a)
+        if root.base is None and root.data.ptr == a.data.mem.ptr:
+            return root.nbytes
+        return a.data.mem.size  # (a view of a strided view: the allocation, rounded up)
+
+    def strided_view(self, a, shape, strides, offset=None):
+        cp = cupy()
+        isz = a.itemsize
+        start = a.data.ptr - a.data.mem.ptr if offset is None else offset * isz
+        return cp.ndarray(tuple(shape), a.dtype, cp.cuda.MemoryPointer(a.data.mem, start),
+                          tuple(s * isz for s in strides))
 
     def data_ptr(self, a) -> int:
         return a.data.ptr
 
     def writeable(self, a) -> bool:
-        return not any(s == 0 and n > 1 for s, n in zip(a.strides, a.shape))
+        # (CuPy gives an empty array zero strides: it has no element to share)
+        return a.size == 0 or not any(s == 0 and n > 1 for s, n in zip(a.strides, a.shape))
 
     def may_share_memory(self, a, b) -> bool:
         return cupy().may_share_memory(a, b)
@@ -193,7 +208,7 @@ def _special_library() -> dict:
     """ember's special functions on CuPy arrays: cupyx.scipy.special's kernels."""
     from cupyx.scipy import special as cs
     return {"erf": cs.erf, "erfc": cs.erfc, "erfinv": cs.erfinv, "lgamma": cs.gammaln,
-            "digamma": cs.digamma, "polygamma": lambda x, n: cs.polygamma(n, x)}
+            "digamma": cs.digamma, "polygamma": lambda x, n: cs.polygamma(x.dtype.type(n), x)}
 
 
 class _Current:

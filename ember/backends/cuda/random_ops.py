@@ -189,7 +189,8 @@ def make(backend) -> dict:
             if p.dtype.kind != "f":
                 return None
             try:
-                p = xp.ascontiguousarray(xp.broadcast_to(p, input.shape))
+                # (ascontiguousarray makes a 0-d p 1-d: reshape it back)
+                p = xp.ascontiguousarray(xp.broadcast_to(p, input.shape)).reshape(input.shape)
             except ValueError:
                 return None
             # on the device: a failure is raised at the next synchronising call
