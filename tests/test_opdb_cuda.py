@@ -26,8 +26,6 @@ KNOWN_CUDA: dict[str, str] = {
     "mode":
         "ties: torch's CUDA mode returned 2 where its CPU rule (the smallest modal value, "
         "ember's) gives 1 (measured on the H200)",
-    "multinomial":
-        "random ops draw from numpy's Generator on the host: needs Philox on the device",
     "nn.functional.softsign":
         "dtype support differs by device: torch's CUDA kernel takes a dtype its CPU refuses",
     "trace":

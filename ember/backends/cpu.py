@@ -293,6 +293,16 @@ class CPUBackend(Backend):
     def storage_offset(self, a) -> int:
         return (_ptr(a) - _ptr(_root(a))) // max(a.itemsize, 1)
 
+    default_generator = None  # the CPU's default ember.Generator (ember/_random.py sets it)
+
+    def uniform_draws(self, shape, generator, op):
+        g = self.default_generator if generator is None else generator
+        rng = getattr(g, "_np", None)  # the numpy generator an ember.Generator wraps
+        if rng is None:
+            raise TypeError(f"{op}(): argument 'generator' must be ember.Generator, not "
+                            f"{type(generator).__name__}")
+        return rng.random(shape)
+
     def storage_nbytes(self, a) -> int:
         buf = _storage_bytes(a)
         return buf.size if buf is not None else a.nbytes

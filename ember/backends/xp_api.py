@@ -32,9 +32,10 @@ LINALG = frozenset("cholesky det eigh eigvalsh inv qr svd".split())
 # ``s``, ``axes``, ``norm`` in "backward" / "ortho" / "forward"; single precision stays single)
 FFT = frozenset("fftn ifftn rfftn irfftn".split())
 # library calls every backend's namespace provides: ufunc_at, and the backend's own methods
-# (its data-dependent checks, its storage geometry), attached where the backend builds its xp
+# (its data-dependent checks, storage geometry, random draws), attached where the backend
+# builds its xp
 FROM_BACKEND = ("check_index", "check_probabilities", "check_unit_interval", "storage_offset",
-                "storage_nbytes", "strided_view")
+                "storage_nbytes", "strided_view", "uniform_draws")
 EXTRAS = frozenset(("ufunc_at",) + FROM_BACKEND)
 STRIDE_TRICKS = frozenset(("as_strided",))
 

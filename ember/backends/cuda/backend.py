@@ -149,6 +149,10 @@ class CUDABackend(Backend):
         # counted from the allocation (a view built over it, as strided_view's, has no base)
         return (a.data.ptr - a.data.mem.ptr) // max(a.itemsize, 1)
 
+    def uniform_draws(self, shape, generator, op):
+        from . import random_ops
+        return random_ops.uniform_draws(self, shape, generator, op)
+
     def storage_nbytes(self, a) -> int:
         root = self.storage(a)
         if root.base is None and root.data.ptr == a.data.mem.ptr:
