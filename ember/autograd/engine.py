@@ -20,6 +20,7 @@ from ..backends.cpu import quiet
 from .grad_mode import state as _state
 
 _seq = itertools.count()
+_task_ids = itertools.count()
 _FREED = ("Trying to backward through the graph a second time (or directly access saved tensors "
           "after they have already been freed). Saved intermediate values of the graph are freed "
           "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
@@ -65,16 +66,27 @@ class TensorMeta:
 
 
 class SavedTensor:
-    """A tensor saved for backward, with the version it had when saved."""
+    """A tensor saved for backward, with the version it had when saved. Under
+    ``saved_tensors_hooks`` it holds what the innermost pack hook returned instead (``packed``)
+    and unpacks through the unpack hook, without a version check (as PyTorch)."""
 
-    __slots__ = ("tensor", "version", "node")
+    __slots__ = ("tensor", "version", "node", "hooked")
 
     def __init__(self, t, node=None):
+        self.node = node
+        hooks = _state.saved_hooks
+        if hooks:
+            self.tensor = None
+            self.version = 0
+            self.hooked = _pack(hooks, t, t.grad_fn, t._out_idx)
+            return
         self.tensor = t
         self.version = t._version_counter()[0]
-        self.node = node
+        self.hooked = None
 
     def unpack(self):
+        if self.hooked is not None:
+            return _unpack(self.hooked)
         t = self.tensor
         if t._vc[0] != self.version:
             raise RuntimeError(
@@ -86,22 +98,67 @@ class SavedTensor:
         return t
 
 
+class _Hooked:
+    """A saved tensor packed by a ``saved_tensors_hooks`` pair: the pack hook's result, the
+    unpack hook, and the history the unpacked tensor gets (the original's)."""
+
+    __slots__ = ("packed", "unpack_hook", "grad_fn", "out_idx", "leaf_rg", "acc")
+
+    def __init__(self, packed, unpack_hook, grad_fn, out_idx, leaf_rg, acc):
+        self.packed, self.unpack_hook = packed, unpack_hook
+        self.grad_fn, self.out_idx, self.leaf_rg, self.acc = grad_fn, out_idx, leaf_rg, acc
+
+
+def _pack(hooks, t, grad_fn, out_idx):
+    """Run the innermost pack hook on ``t`` (the hooks are off while it runs)."""
+    pack_hook, unpack_hook = hooks[-1]
+    _state.saved_hooks = None
+    try:
+        packed = pack_hook(t)
+    finally:
+        _state.saved_hooks = hooks
+    return _Hooked(packed, unpack_hook, grad_fn, out_idx, t._leaf_rg, t._acc)
+
+
+def _unpack(h):
+    """The tensor an unpack hook gives back, carrying the saved tensor's history."""
+    r = h.unpack_hook(h.packed)
+    if not isinstance(r, Tensor):
+        raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got "
+                        f"result of type {type(r).__name__}")
+    t = _wrap(r._data, r._dtype, r._backend)
+    t._vc = r._version_counter()
+    t.grad_fn, t._out_idx, t._leaf_rg, t._acc = h.grad_fn, h.out_idx, h.leaf_rg, h.acc
+    return t
+
+
 def _type_name(t):
     from .._dtype import TYPE_NAME
     return TYPE_NAME[t._dtype] + "Tensor"
 
 
 class SavedOutput:
-    """An op's own output saved for backward; unpacks to a tensor whose grad_fn is the node."""
+    """An op's own output saved for backward; unpacks to a tensor whose grad_fn is the node
+    (under ``saved_tensors_hooks``: through the unpack hook, without a version check)."""
 
-    __slots__ = ("data", "dtype", "backend", "vc", "version", "idx")
+    __slots__ = ("data", "dtype", "backend", "vc", "version", "idx", "hooked")
 
     def __init__(self, t, idx):
-        self.data, self.dtype, self.backend, self.idx = t._data, t._dtype, t._backend, idx
+        self.idx = idx
+        hooks = _state.saved_hooks
+        if hooks:
+            self.hooked = _pack(hooks, t, None, idx)
+            return
+        self.hooked = None
+        self.data, self.dtype, self.backend = t._data, t._dtype, t._backend
         self.vc = t._version_counter()
         self.version = self.vc[0]
 
     def unpack(self, node):
+        if self.hooked is not None:
+            t = _unpack(self.hooked)
+            t.grad_fn, t._out_idx = node, self.idx
+            return t
         if self.vc[0] != self.version:
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an "
@@ -604,6 +661,10 @@ def run_backward(root_edges, root_grads, retain_graph, create_graph, capture=Non
     heappop, heappush = heapq.heappop, heapq.heappush
     prev = _state.enabled
     _state.enabled = bool(create_graph)
+    prev_partial = _state.partial_backward  # whether the running pass is grad()-like
+    _state.partial_backward = capture is not None
+    prev_task = _state.graph_task  # the running pass's id (checkpointing keys on it)
+    _state.graph_task = next(_task_ids)
     try:
         while ready:
             n = heappop(ready)[2]
@@ -649,6 +710,8 @@ def run_backward(root_edges, root_grads, retain_graph, create_graph, capture=Non
             g = None  # hold no gradient here: AccumulateGrad counts who else does
     finally:
         _state.enabled = prev
+        _state.partial_backward = prev_partial
+        _state.graph_task = prev_task
     return captured
 
 
