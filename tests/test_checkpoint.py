@@ -350,3 +350,19 @@ def test_compiled_checkpoint_saves_only_the_region_inputs():
         y = cf(x)
     y.backward()
     assert shapes and (4, 8) not in shapes  # tanh(x @ w1): recomputed, not saved
+
+
+# ---------------------------------------------------------------------- peak memory
+def test_checkpointed_gpt_peak_memory_ratio_within_torch_plus_5_percent():
+    """A 12-layer GPT training step with every block checkpointed: ember's checkpointed/plain
+    peak ratio (tracemalloc) is at most torch's (its profiler's allocator events) + 0.05;
+    each library's checkpointed loss equals its plain one. (``python -m bench.checkpoint_memory`` prints the
+    full-size numbers.)"""
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from bench.checkpoint_memory import ratios
+    got = ratios(12, dim=32, seq=64, batch=8)
+    e, t = got["ember"], got["torch"]
+    assert e[3] == pytest.approx(e[4], rel=1e-6) and t[3] == pytest.approx(t[4], rel=1e-6)
+    assert e[2] <= t[2] + 0.05, got
