@@ -27,7 +27,8 @@ ones. All of it lives in one ``threading.local`` here, below every layer that re
 Interposers are what intercept an op call before the backend runs it, one ordered stack per
 thread (``ORDER``, outermost first): the compiler's capture, ``__torch_function__`` and tensor
 subclasses, vmap / forward-AD levels, autocast, selective activation checkpointing
-(``ember/utils/checkpoint.py``), the profiler. Each is a handler
+(``ember/utils/checkpoint.py``), the flop counter (``ember/utils/flop_counter.py``), the
+profiler (``ember/autograd/profiler.py``). Each is a handler
 ``handler(op, args, kwargs, mode)`` (mode "call" or "inplace") that may record, rewrite
 or pass the call on with ``redispatch``, which runs it with the interposers below its own. The
 dispatcher reads ``STATE.top``: with no interposer active that is the one check an op call pays.
@@ -47,7 +48,8 @@ from collections.abc import Callable
 from . import _device
 from ._device import CPU, check_device
 
-ORDER = ("capture", "torch_function", "functorch", "autocast", "checkpoint", "profiler")
+ORDER = ("capture", "torch_function", "functorch", "autocast", "checkpoint", "flop_counter",
+         "profiler")
 
 # how ``redispatch`` runs a call of each mode (the op table registers these: it sits above)
 RUNNERS: dict[str, Callable] = {}
