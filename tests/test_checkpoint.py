@@ -356,8 +356,8 @@ def test_compiled_checkpoint_saves_only_the_region_inputs():
 def test_checkpointed_gpt_peak_memory_ratio_within_torch_plus_5_percent():
     """A 12-layer GPT training step with every block checkpointed: ember's checkpointed/plain
     peak ratio (tracemalloc) is at most torch's (its profiler's allocator events) + 0.05;
-    each library's checkpointed loss equals its plain one. (``python -m bench.checkpoint_memory`` prints the
-    full-size numbers.)"""
+    each library's checkpointed loss equals its plain one. (``python -m
+    bench.checkpoint_memory`` prints the numbers at a larger size.)"""
     import os
     import sys
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -186,6 +186,7 @@ class _Recorder:
         if self.active:
             raise RuntimeError("Profiler is already enabled on this thread")
         self.prev = set_interposer("profiler", self.handle)
+        self.prev_active = _ACTIVE.get(self.thread)  # (a profiler inside another one)
         _ACTIVE[self.thread] = self
         self.active = True
 
@@ -197,7 +198,10 @@ class _Recorder:
             rec.end = now
         self.open.clear()
         set_interposer("profiler", self.prev)
-        _ACTIVE.pop(self.thread, None)
+        if self.prev_active is not None:
+            _ACTIVE[self.thread] = self.prev_active
+        else:
+            _ACTIVE.pop(self.thread, None)
         self.active = False
 
     def events(self) -> EventList:
@@ -206,10 +210,14 @@ class _Recorder:
         ids = {}
         events = []
         for k, rec in enumerate(self.records):
-            ev = FunctionEvent(k, rec.name, self.thread, (rec.start + base) / 1e3,
+            name = rec.name
+            if rec.annotation and name.startswith("ProfilerStep#"):
+                name = "ProfilerStep*"  # (one row for all steps; the trace keeps the number)
+            ev = FunctionEvent(k, name, self.thread, (rec.start + base) / 1e3,
                                (rec.end + base) / 1e3, input_shapes=rec.shapes,
                                stack=rec.stack, is_user_annotation=rec.annotation,
                                cpu_memory_usage=rec.host, device_memory_usage=rec.dev)
+            ev.trace_name = rec.name
             if self.use_cuda:
                 ev.use_device = "cuda"
             if rec.gpu is not None:

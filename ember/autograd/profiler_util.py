@@ -86,6 +86,7 @@ class FunctionEvent(_Times):
                  is_user_annotation=False, cpu_memory_usage=0, device_memory_usage=0,
                  device_index=0, flops=0, sequence_nr=-1):
         self.id, self.name, self.thread = id, name, thread
+        self.trace_name = name  # the name in the Chrome trace
         self.start_us, self.end_us = start_us, end_us
         self.input_shapes = input_shapes if input_shapes is not None else []
         self.stack = stack if stack is not None else []
@@ -403,7 +404,7 @@ def chrome_trace(events, base_ns: int = 0, memory: list | None = None,
         if e.stack:
             args["Call stack"] = ";".join(e.stack)
         trace.append({"ph": "X", "cat": "user_annotation" if e.is_user_annotation else "cpu_op",
-                      "name": e.name, "pid": pid, "tid": e.thread, "ts": e.start_us,
+                      "name": e.trace_name, "pid": pid, "tid": e.thread, "ts": e.start_us,
                       "dur": e.cpu_time_total, "args": args})
         for name, device, stream, start, dur in e.kernels:
             flow += 1

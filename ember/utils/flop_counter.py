@@ -6,12 +6,14 @@ Inside ``with FlopCounterMode() as fc:`` each op-table call of the thread passes
 (2 per multiply-add) under "Global" and under each module whose forward is running (module
 names as PyTorch's ModuleTracker gives them: the outer module's class name, then
 ``.child`` per level); backward calls count under the modules whose outputs have their
-gradient and whose inputs not yet (gradient hooks, as the tracker's). ember's ops are counted where PyTorch counts the aten
-op they amount to: ``mm``/``addmm``/``bmm``/``baddbmm``, ``matmul`` and ``linear`` of
-operands with two or more dimensions (PyTorch folds those into mm/bmm; vector products, its
-``mv``/``dot``, count 0), the convolutions and their two backward ops, and the fused
-attention and its backward (with the recomputation of the scores, as PyTorch's formula). The
-dict keys are the op-table entries (``ember.mm``; PyTorch's are ``torch.ops.aten.mm``).
+gradient and whose inputs not yet (gradient hooks, as the tracker's).
+
+ember's ops are counted where PyTorch counts the aten op they amount to: mm, addmm, bmm,
+baddbmm; matmul and linear of operands with two or more dimensions (PyTorch folds those into
+mm/bmm; its mv and dot, the vector products, count 0); the convolutions and their two
+backward ops; the fused attention and its backward (with the recomputation of the scores,
+as PyTorch's formula). The dict keys are the op-table entries (``ember.mm``; PyTorch's are
+``torch.ops.aten.mm``).
 """
 
 from __future__ import annotations
