@@ -48,9 +48,8 @@ class save_on_cpu(saved_tensors_hooks):
 
     def __init__(self, pin_memory: bool = False, device_type: str = "cuda"):
         def pack(t):
-            from .. import empty
-            host = empty(t.shape, dtype=t.dtype, device="cpu",
-                         pin_memory=bool(pin_memory) and t.device.type != "cpu")
+            host = t.new_empty(t.shape, device="cpu",
+                               pin_memory=bool(pin_memory) and t.device.type != "cpu")
             host.copy_(t.detach())
             return (t.device, host)
 

@@ -145,25 +145,33 @@ class _Recorder:
                     self.memory.append((ts, rec.dev, gpu[2] if gpu else 0, self.thread))
         return out
 
-    # CUDA intervals
+    # CUDA intervals: CuPy's events on the current stream (the one ember's ops queue on)
     def _cuda_start(self, device):
-        from .. import cuda
-        if device not in self.refs:
-            ref = cuda.Event(enable_timing=True)
-            ref.record(cuda.current_stream(device))
-            ref.synchronize()
-            self.refs[device] = (ref, _perf_ns())
-        stream = cuda.current_stream(device)
-        start = cuda.Event(enable_timing=True)
-        start.record(stream)
+        from ..backends.cuda.runtime import cupy
+        cp = cupy()
+        with cp.cuda.Device(device):
+            stream = cp.cuda.get_current_stream()
+            if device not in self.refs:
+                ref = cp.cuda.Event()
+                ref.record(stream)
+                ref.synchronize()
+                self.refs[device] = (ref, _perf_ns())
+            start = cp.cuda.Event()
+            start.record(stream)
         return start, stream, device
 
     def _cuda_end(self, started):
-        from .. import cuda
+        from ..backends.cuda.runtime import cupy
         start, stream, device = started
-        end = cuda.Event(enable_timing=True)
-        end.record(stream)
-        return start, end, device, stream.cuda_stream
+        with cupy().cuda.Device(device):
+            end = cupy().cuda.Event()
+            end.record(stream)
+        return start, end, device, stream.ptr
+
+    @staticmethod
+    def _elapsed_ms(a, b) -> float:
+        from ..backends.cuda.runtime import cupy
+        return cupy().cuda.get_elapsed_time(a, b)
 
     # ranges from record_function
     def push(self, name: str) -> _Record:
@@ -224,8 +232,9 @@ class _Recorder:
                 start, end, device, stream = rec.gpu
                 end.synchronize()
                 ref, ref_ns = self.refs[device]
-                t0 = (ref_ns + base) / 1e3 + ref.elapsed_time(start) * 1e3
-                ev.kernels.append((rec.name, device, stream, t0, start.elapsed_time(end) * 1e3))
+                t0 = (ref_ns + base) / 1e3 + self._elapsed_ms(ref, start) * 1e3
+                ev.kernels.append((rec.name, device, stream, t0,
+                                   self._elapsed_ms(start, end) * 1e3))
                 ev.device_index = device
             ids[id(rec)] = ev
             if rec.parent is not None:
