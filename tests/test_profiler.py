@@ -318,3 +318,16 @@ def test_profiler_sees_ops_under_autocast_and_checkpoint():
         y.sum().backward()
     names = [e.name for e in p.events()]
     assert names.count("aten::sin") == 3  # forward, recomputation, cos's backward
+
+
+def test_backward_nodes_are_ranges_around_their_ops_as_torch():
+    got = []
+    for lib, pm in LIBS:
+        x = lib.tensor(A, requires_grad=True)
+        with pm.profile(activities=[pm.ProfilerActivity.CPU]) as p:
+            x.sin().sum().backward()
+        evs = p.events()
+        node = next(e for e in evs if e.name == "SinBackward0")
+        got.append((node.cpu_parent.name, sorted(c.name for c in node.cpu_children)))
+    assert got[0] == got[1] == ("autograd::engine::evaluate_function: SinBackward0",
+                                ["aten::cos", "aten::mul"])

@@ -21,6 +21,9 @@ from .grad_mode import state as _state
 
 _seq = itertools.count()
 _task_ids = itertools.count()
+# set by a running profiler (``ember/autograd/profiler.py``): ``node_range(node, grads)``
+# applies a node inside the profiler's ranges for it; None: nodes are applied directly
+node_range = None
 _FREED = ("Trying to backward through the graph a second time (or directly access saved tensors "
           "after they have already been freed). Saved intermediate values of the graph are freed "
           "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
@@ -684,7 +687,7 @@ def run_backward(root_edges, root_grads, retain_graph, create_graph, capture=Non
                         if accumulate_into is None or n in accumulate_into:
                             n.accumulate(grads[0], create_graph)
                     else:
-                        out = n.apply(grads)
+                        out = n.apply(grads) if node_range is None else node_range(n, grads)
                         if n.hooks:
                             for h in n.hooks:
                                 r = h(tuple(out), tuple(grads))

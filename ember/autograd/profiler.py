@@ -11,7 +11,10 @@ the Python stack (``with_stack``). With ``use_cuda`` an op that runs on a CUDA t
 a pair of CUDA events recorded on the current stream around it: its device interval, read
 when the recording stops and placed on the host's clock through a reference event. With no
 recording active nothing is installed, so an op call pays nothing. Calls made inside an op's
-own implementation are part of that op (the interposers below the profiler see them).
+own implementation are part of that op (the interposers below the profiler see them). The
+engine applies each backward node inside two ranges named as PyTorch's
+("autograd::engine::evaluate_function: SinBackward0" around "SinBackward0"), so a backward
+rule's op calls nest under their node.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import time
 
 from .._dispatch import STATE, redispatch, set_interposer
 from .._tensor import Tensor
+from . import engine
 from .profiler_util import EventList, FunctionEvent, FunctionEventAvg  # noqa: F401
 
 __all__ = ["profile", "record_function", "EventList", "FunctionEvent", "FunctionEventAvg"]
@@ -174,8 +178,8 @@ class _Recorder:
         return cupy().cuda.get_elapsed_time(a, b)
 
     # ranges from record_function
-    def push(self, name: str) -> _Record:
-        rec = _Record(name, self.open[-1] if self.open else None, annotation=True)
+    def push(self, name: str, annotation: bool = True) -> _Record:
+        rec = _Record(name, self.open[-1] if self.open else None, annotation=annotation)
         if self.with_stack:
             rec.stack = _user_stack()
         self.records.append(rec)
@@ -194,6 +198,8 @@ class _Recorder:
         if self.active:
             raise RuntimeError("Profiler is already enabled on this thread")
         self.prev = set_interposer("profiler", self.handle)
+        self.prev_range = engine.node_range
+        engine.node_range = _node_range
         self.prev_active = _ACTIVE.get(self.thread)  # (a profiler inside another one)
         _ACTIVE[self.thread] = self
         self.active = True
@@ -206,6 +212,7 @@ class _Recorder:
             rec.end = now
         self.open.clear()
         set_interposer("profiler", self.prev)
+        engine.node_range = self.prev_range
         if self.prev_active is not None:
             _ACTIVE[self.thread] = self.prev_active
         else:
@@ -247,6 +254,22 @@ class _Recorder:
 
 
 _ACTIVE: dict = {}  # thread id -> its running recorder
+
+
+def _node_range(node, grads):
+    """The engine applies a backward node: inside ranges named as PyTorch's
+    ("autograd::engine::evaluate_function: <node>" around "<node>") on a profiled thread."""
+    rec = _current()
+    if rec is None:
+        return node.apply(grads)
+    name = node.name()
+    outer = rec.push("autograd::engine::evaluate_function: " + name, annotation=False)
+    inner = rec.push(name, annotation=False)
+    try:
+        return node.apply(grads)
+    finally:
+        rec.pop(inner)
+        rec.pop(outer)
 
 
 def _current():
