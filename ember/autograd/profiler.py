@@ -3,7 +3,7 @@ profiler context (``profile``); ``ember.profiler`` builds its scheduled profiler
 
 While a recording runs, it is the "profiler" interposer of the thread that started it
 (``ember/_dispatch.py``): each op-table call of that thread reaches ``_Recorder.handle``,
-which times the call (``time.perf_counter_ns``) around ``redispatch`` and notes its name
+which times the call (``time.perf_counter_ns``), hands it on and notes its name
 (``aten::<op>``, ``aten::<op>_`` for an in-place call, PyTorch's names for its CPU ops), its
 parent (the innermost open ``record_function`` or op), input shapes (``record_shapes``), the
 bytes of the tensors it returned that are not views of its inputs (``profile_memory``) and
@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from .._dispatch import STATE, redispatch, set_interposer
+from .._dispatch import ORDER, RUNNERS as _RUN, STATE, set_interposer
 from .._tensor import Tensor
 from . import engine
 from .profiler_util import EventList, FunctionEvent, FunctionEventAvg  # noqa: F401
@@ -32,6 +32,8 @@ from .profiler_util import EventList, FunctionEvent, FunctionEventAvg  # noqa: F
 __all__ = ["profile", "record_function", "EventList", "FunctionEvent", "FunctionEventAvg"]
 
 _perf_ns = time.perf_counter_ns
+# the recorder hands calls straight to the runners: nothing sits below it in the stack
+assert ORDER[-1] == "profiler", ORDER
 _NAMES: dict = {}  # (op name, mode) -> event name
 _HERE = __file__.rsplit("/", 2)[0]  # ember's package directory: its frames are left out
 
@@ -86,18 +88,19 @@ def _is_cuda(args) -> int | None:
     return None
 
 
-class _Record:
-    """One open or closed range; becomes a FunctionEvent when the recording stops."""
+# A record is a list (cheaper to make than an object, once per op call):
+# [name, parent record or None, start ns, end ns, is a record_function range, _Detail or None]
+_NAME, _PARENT, _START, _END, _ANNOTATION, _DETAIL = range(6)
 
-    __slots__ = ("name", "start", "end", "parent", "shapes", "stack", "host", "dev",
-                 "gpu", "annotation", "device")
 
-    def __init__(self, name, parent, annotation=False):
-        self.name, self.parent, self.annotation = name, parent, annotation
-        self.start = self.end = 0
+class _Detail:
+    """What a record holds beyond its name and times, when asked for."""
+
+    __slots__ = ("shapes", "stack", "host", "dev", "gpu")
+
+    def __init__(self):
         self.shapes = self.stack = self.gpu = None
         self.host = self.dev = 0
-        self.device = 0
 
 
 class _Recorder:
@@ -107,8 +110,10 @@ class _Recorder:
                  use_cuda=False, with_flops=False):
         self.record_shapes, self.profile_memory = record_shapes, profile_memory
         self.with_stack, self.use_cuda, self.with_flops = with_stack, use_cuda, with_flops
-        self.records: list[_Record] = []
-        self.open: list[_Record] = []
+        self.detailed = record_shapes or profile_memory or with_stack or use_cuda
+        self.records: list = []
+        self.open: list = []
+        self.names: dict = {}  # op -> its event name (in-place calls: keyed by (op, mode))
         self.memory: list = []  # (us, bytes, device, thread) per allocation
         self.thread = threading.get_ident()
         self.refs: dict = {}  # device -> (reference CUDA event, host ns when it completed)
@@ -116,37 +121,55 @@ class _Recorder:
         self.active = False
         self.base_ns = time.time_ns() - _perf_ns()  # wall clock = perf counter + base
 
-    # the interposer
+    # the interposer (the last of the stack: the call it hands on meets no other)
     def handle(self, op, args, kwargs, mode):
         opened = self.open
-        rec = _Record(_event_name(op, mode), opened[-1] if opened else None)
+        key = op if mode == "call" else (op, mode)
+        name = self.names.get(key)
+        if name is None:
+            name = self.names[key] = _event_name(op, mode)
+        rec = [name, opened[-1] if opened else None, 0, 0, False, None]
+        if self.detailed:
+            return self._handle_detailed(rec, op, args, kwargs, mode)
+        self.records.append(rec)
+        opened.append(rec)
+        rec[2] = _perf_ns()
+        try:
+            return _RUN[mode](op, args, kwargs)
+        finally:
+            rec[3] = _perf_ns()
+            opened.pop()
+
+    def _handle_detailed(self, rec, op, args, kwargs, mode):
+        d = rec[5] = _Detail()
         if self.record_shapes:
-            rec.shapes = [_shape_of(a) for a in args]
+            d.shapes = [_shape_of(a) for a in args]
         if self.with_stack:
-            rec.stack = _user_stack()
+            d.stack = _user_stack()
         gpu = None
         if self.use_cuda:
             device = _is_cuda(args)
             if device is not None:
                 gpu = self._cuda_start(device)
+        opened = self.open
         self.records.append(rec)
         opened.append(rec)
-        rec.start = _perf_ns()
+        rec[2] = _perf_ns()
         try:
-            out = redispatch("profiler", op, args, kwargs, mode)
+            out = _RUN[mode](op, args, kwargs)
         finally:
-            rec.end = _perf_ns()
+            rec[3] = _perf_ns()
             opened.pop()
             if gpu is not None:
-                rec.gpu = self._cuda_end(gpu)
+                d.gpu = self._cuda_end(gpu)
         if self.profile_memory:
-            rec.host, rec.dev = _new_bytes(out, args)
-            if rec.host or rec.dev:
-                ts = (rec.end + self.base_ns) / 1e3
-                if rec.host:
-                    self.memory.append((ts, rec.host, -1, self.thread))
-                if rec.dev:
-                    self.memory.append((ts, rec.dev, gpu[2] if gpu else 0, self.thread))
+            d.host, d.dev = _new_bytes(out, args)
+            if d.host or d.dev:
+                ts = (rec[3] + self.base_ns) / 1e3
+                if d.host:
+                    self.memory.append((ts, d.host, -1, self.thread))
+                if d.dev:
+                    self.memory.append((ts, d.dev, gpu[2] if gpu else 0, self.thread))
         return out
 
     # CUDA intervals: CuPy's events on the current stream (the one ember's ops queue on)
@@ -177,20 +200,25 @@ class _Recorder:
         from ..backends.cuda.runtime import cupy
         return cupy().cuda.get_elapsed_time(a, b)
 
-    # ranges from record_function
-    def push(self, name: str, annotation: bool = True) -> _Record:
-        rec = _Record(name, self.open[-1] if self.open else None, annotation=annotation)
+    # ranges from record_function and the engine's backward nodes
+    def push(self, name: str, annotation: bool = True) -> list:
+        opened = self.open
+        rec = [name, opened[-1] if opened else None, 0, 0, annotation, None]
         if self.with_stack:
-            rec.stack = _user_stack()
+            rec[5] = _Detail()
+            rec[5].stack = _user_stack()
         self.records.append(rec)
-        self.open.append(rec)
-        rec.start = _perf_ns()
+        opened.append(rec)
+        rec[2] = _perf_ns()
         return rec
 
-    def pop(self, rec: _Record) -> None:
-        rec.end = _perf_ns()
-        if rec in self.open:
-            while self.open and self.open.pop() is not rec:
+    def pop(self, rec: list) -> None:
+        rec[3] = _perf_ns()
+        opened = self.open
+        if opened and opened[-1] is rec:
+            opened.pop()
+        elif any(r is rec for r in opened):
+            while opened.pop() is not rec:
                 pass
 
     # on and off
@@ -209,7 +237,7 @@ class _Recorder:
             return
         now = _perf_ns()
         for rec in self.open:  # ranges still open end here
-            rec.end = now
+            rec[3] = now
         self.open.clear()
         set_interposer("profiler", self.prev)
         engine.node_range = self.prev_range
@@ -224,30 +252,33 @@ class _Recorder:
         base = self.base_ns
         ids = {}
         events = []
+        none = _Detail()
         for k, rec in enumerate(self.records):
-            name = rec.name
-            if rec.annotation and name.startswith("ProfilerStep#"):
-                name = "ProfilerStep*"  # (one row for all steps; the trace keeps the number)
-            ev = FunctionEvent(k, name, self.thread, (rec.start + base) / 1e3,
-                               (rec.end + base) / 1e3, input_shapes=rec.shapes,
-                               stack=rec.stack, is_user_annotation=rec.annotation,
-                               cpu_memory_usage=rec.host, device_memory_usage=rec.dev)
-            ev.trace_name = rec.name
+            name, parent, start, end, annotation, d = rec
+            d = d or none
+            shown = name
+            if annotation and name.startswith("ProfilerStep#"):
+                shown = "ProfilerStep*"  # (one row for all steps; the trace keeps the number)
+            ev = FunctionEvent(k, shown, self.thread, (start + base) / 1e3, (end + base) / 1e3,
+                               input_shapes=d.shapes, stack=d.stack,
+                               is_user_annotation=annotation, cpu_memory_usage=d.host,
+                               device_memory_usage=d.dev)
+            ev.trace_name = name
             if self.use_cuda:
                 ev.use_device = "cuda"
-            if rec.gpu is not None:
-                start, end, device, stream = rec.gpu
-                end.synchronize()
+            if d.gpu is not None:
+                g_start, g_end, device, stream = d.gpu
+                g_end.synchronize()
                 ref, ref_ns = self.refs[device]
-                t0 = (ref_ns + base) / 1e3 + self._elapsed_ms(ref, start) * 1e3
-                ev.kernels.append((rec.name, device, stream, t0,
-                                   self._elapsed_ms(start, end) * 1e3))
+                t0 = (ref_ns + base) / 1e3 + self._elapsed_ms(ref, g_start) * 1e3
+                ev.kernels.append((name, device, stream, t0,
+                                   self._elapsed_ms(g_start, g_end) * 1e3))
                 ev.device_index = device
             ids[id(rec)] = ev
-            if rec.parent is not None:
-                parent = ids[id(rec.parent)]
-                ev.cpu_parent = parent
-                parent.cpu_children.append(ev)
+            if parent is not None:
+                p = ids[id(parent)]
+                ev.cpu_parent = p
+                p.cpu_children.append(ev)
             events.append(ev)
         return EventList(events, use_device="cuda" if self.use_cuda else None,
                          profile_memory=self.profile_memory, with_flops=self.with_flops)
