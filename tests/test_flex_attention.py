@@ -59,9 +59,12 @@ def softcap(m, cap=4.0):
     return tanh_softcap
 
 
-def rel_bias(table, S):
+def rel_bias(table):
+    """A bias per relative position q - kv, from a table of 2 * S - 1 entries (L == S)."""
+    centre = (table.shape[0] - 1) // 2
+
     def relative_bias(s, b, h, q, kv):
-        return s + table[q - kv + S - 1]
+        return s + table[q - kv + centre]
     return relative_bias
 
 
@@ -87,7 +90,7 @@ def variant(name, m, cap):
         "document": lambda: (documents(cap["doc"]), None),
         "alibi": lambda: (causal, alibi(cap["slopes"])),
         "softcap": lambda: (None, softcap(m)),
-        "rel_bias": lambda: (causal, rel_bias(cap["table"], S)),
+        "rel_bias": lambda: (causal, rel_bias(cap["table"])),
     }
     return table[name]()
 
@@ -487,7 +490,7 @@ def test_flex_attention_under_compile_matches_eager_with_gradients():
     bm = EF.create_block_mask(causal, None, None, 40, 40, device="cpu", BLOCK_SIZE=16)
 
     def fn(q, k, v):
-        return EF.flex_attention(q, k, v, score_mod=rel_bias(table, 40), block_mask=bm)
+        return EF.flex_attention(q, k, v, score_mod=rel_bias(table), block_mask=bm)
     cf = ember.compile(fn)
     grads = []
     for run in (cf, fn):
