@@ -169,7 +169,7 @@ def dense_torch(arrs, cap, name, gqa=False, scale=None):
 
 
 def host(x):
-    return x.detach().float().numpy() if isinstance(x, (ember.Tensor, torch.Tensor)) else x
+    return x.detach().double().numpy() if isinstance(x, (ember.Tensor, torch.Tensor)) else x
 
 
 def close(e, t, rtol=1e-5, atol=2e-5):
@@ -253,11 +253,12 @@ def test_half_inputs_compute_in_float32(dtype):
     close(e_aux.lse, t_aux.lse, rtol=1e-3, atol=1e-3)
 
 
-def test_rows_with_no_allowed_key_give_zeros_and_minus_inf():
+@pytest.mark.parametrize("first", [8, 16])  # 16: a whole row of blocks is skipped
+def test_rows_with_no_allowed_key_give_zeros_and_minus_inf(first):
     arrs = arrays(seed=12, L=40, S=40)
 
-    def late(b, h, q, kv):  # rows below 8 see nothing
-        return (q >= 8) & (kv <= q)
+    def late(b, h, q, kv):  # rows below `first` see nothing
+        return (q >= first) & (kv <= q)
     qt, kt, vt = lib_tensors(torch, arrs)
     tb = TF.create_block_mask(late, None, None, 40, 40, device="cpu", BLOCK_SIZE=16)
     t_out, t_lse = TF.flex_attention(qt, kt, vt, block_mask=tb,
@@ -268,11 +269,11 @@ def test_rows_with_no_allowed_key_give_zeros_and_minus_inf():
                                      return_aux=EF.AuxRequest(lse=True, max_scores=True))
     close(e_out, t_out)
     lse = e_aux.lse.detach().numpy()
-    assert np.isneginf(lse[:, :, :8]).all() and np.isfinite(lse[:, :, 8:]).all()
+    assert np.isneginf(lse[:, :, :first]).all() and np.isfinite(lse[:, :, first:]).all()
     close(e_aux.lse, t_lse.lse)
-    assert np.isneginf(e_aux.max_scores.detach().numpy()[:, :, :8]).all()
+    assert np.isneginf(e_aux.max_scores.detach().numpy()[:, :, :first]).all()
     e_out.sum().backward()  # no NaN from the empty rows
-    assert np.isfinite(q.grad.numpy()).all() and (q.grad.numpy()[:, :, :8] == 0).all()
+    assert np.isfinite(q.grad.numpy()).all() and (q.grad.numpy()[:, :, :first] == 0).all()
 
 
 def test_return_lse_and_max_scores():
@@ -302,6 +303,37 @@ def test_blocks_skip_and_mask_mod_only_on_partial_blocks():
     q, k, v = lib_tensors(ember, arrays(seed=14, B=1, Hq=1, Hk=1, L=64, S=64))
     EF.flex_attention(q, k, v, block_mask=bm)
     assert calls == [(16, 16)] * 4  # only the 4 diagonal blocks; full blocks skip mask_mod
+
+
+def test_steps_hold_a_block_row_of_scores_not_the_whole_matrix():
+    """Each step's scores are (B, H, Q block, at most KV_CHUNK columns), with or without a
+    BlockMask (the reference path's memory is O(block x chunk) per step, not L x S)."""
+    from ember.nn.attention import _flex_eager
+    shapes = []
+
+    def spy(s, b, h, q, kv):
+        shapes.append(tuple(s.shape))
+        return s
+    q, k, v = lib_tensors(ember, arrays(seed=17, B=1, Hq=1, Hk=1, L=300, S=2100))
+    with ember.no_grad():
+        EF.flex_attention(q, k, v, score_mod=spy)
+    assert max(s[2] for s in shapes) == _flex_eager.Q_TILE
+    assert max(s[3] for s in shapes) == _flex_eager.KV_CHUNK and len(shapes) == 3 * 3
+    shapes.clear()
+    bm = EF.create_block_mask(causal, 1, 1, 300, 2100, device="cpu", BLOCK_SIZE=64)
+    with ember.no_grad():
+        EF.flex_attention(q, k, v, score_mod=spy, block_mask=bm)
+    assert max(s[2] for s in shapes) == 64 and max(s[3] for s in shapes) <= 320
+
+
+@pytest.mark.parametrize("L,S", [(1, 300), (3, 130)])
+def test_decoding_shapes_and_float64(L, S):
+    arrs = [a.astype(np.float64) for a in arrays(seed=18, L=L, S=S)]
+    t_out, t_aux = run_torch_flex(arrs, {}, "none", dtype="float64")
+    e_out, e_aux, _, _ = run_ember_flex(arrs, {}, "none", dtype="float64")
+    assert e_out.dtype == ember.float64
+    close(e_out, t_out, rtol=1e-10, atol=1e-12)
+    close(e_aux.lse, t_aux.lse, rtol=1e-10, atol=1e-12)
 
 
 def test_batch_broadcast_key_value_with_block_mask():

@@ -90,15 +90,21 @@ class _Online:
         self.m = _op.full(shape, -math.inf, dtype=pb.wd, device=pb.device)
         self.l = _op.zeros(shape, dtype=pb.wd, device=pb.device)
         self.acc = _op.zeros(shape + (pb.Ev,), dtype=pb.wd, device=pb.device)
+        self.empty = True  # no chunk added yet: nothing to rescale
 
     def add(self, pb: _Problem, s: Tensor, cs: int, ce: int) -> None:
-        m_new = _op.maximum(self.m, s.detach().amax(dim=-1))
+        m_new = s.detach().amax(dim=-1)
+        if not self.empty:
+            m_new = _op.maximum(self.m, m_new)
         safe = _op.where(_op.isneginf(m_new), 0.0, m_new)
-        alpha = _op.exp(self.m - safe)
         p = _op.exp(s - safe.unsqueeze(-1))
-        self.l = self.l * alpha + p.sum(dim=-1)
-        self.acc = self.acc * alpha.unsqueeze(-1) + pb.values(p, cs, ce)
-        self.m = m_new
+        if self.empty:
+            self.l, self.acc = p.sum(dim=-1), pb.values(p, cs, ce)
+        else:
+            alpha = _op.exp(self.m - safe)
+            self.l = self.l * alpha + p.sum(dim=-1)
+            self.acc = self.acc * alpha.unsqueeze(-1) + pb.values(p, cs, ce)
+        self.m, self.empty = m_new, False
 
     def result(self) -> tuple[Tensor, Tensor, Tensor]:
         empty = self.l == 0
@@ -163,7 +169,9 @@ def blockwise(q, k, v, score_mod, bm: BlockMask, scale: float):
         QB, KB = Q_TILE, min(KV_CHUNK, max(S, 1))
         nK = -(-S // KB)
         tables = None
-        mixed = pb.mask_mod is not None and bool(bm.kv_num_blocks.sum().item())
+        computed = bool(bm.kv_num_blocks.sum().item()) or (
+            bm.full_kv_num_blocks is not None and bool(bm.full_kv_num_blocks.sum().item()))
+        mixed = pb.mask_mod is not None
     else:
         QB, KB = bm.BLOCK_SIZE
         nK = -(-S // KB)
@@ -172,7 +180,7 @@ def blockwise(q, k, v, score_mod, bm: BlockMask, scale: float):
     for i in range(-(-L // QB)):
         qs, qe = i * QB, min((i + 1) * QB, L)
         if tables is None:
-            need, cls = [True] * nK, ["mixed" if mixed else "full"] * nK
+            need, cls = [computed] * nK, ["mixed" if mixed else "full"] * nK
         else:
             need = [bool(any_p[i][j] or any_f[i][j]) for j in range(nK)]
             # full everywhere, or partial where the mask_mod allows everything: no mask
