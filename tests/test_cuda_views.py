@@ -65,3 +65,17 @@ def test_gradients():
     e.unfold(0, 6, 4).pow(2).sum().backward()
     t.unfold(0, 6, 4).pow(2).sum().backward()
     same(e.grad, t.grad, rtol=1e-6)
+
+
+def test_copy_between_devices():
+    """copy_ takes a source on the other device both ways; gradients go back to its device."""
+    src = ember.arange(6.0).cuda().requires_grad_()
+    host = ember.zeros(2, 3)
+    host.copy_((src * 2).view(2, 3))
+    np.testing.assert_array_equal(host.detach().numpy(), np.arange(6.0).reshape(2, 3) * 2)
+    host.sum().backward()
+    assert src.grad.is_cuda and np.array_equal(src.grad.cpu().numpy(), np.full(6, 2.0))
+    dev = ember.zeros(3, dtype=ember.float16).cuda()
+    dev.copy_(ember.tensor([1.5, 2.5, 3.5], dtype=ember.float64))
+    assert dev.is_cuda and dev.dtype is ember.float16
+    np.testing.assert_array_equal(dev.cpu().numpy(), [1.5, 2.5, 3.5])
