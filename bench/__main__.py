@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUITES = ["ops", "train", "compile", "compile_train", "cuda", "gpt2", "dist_cpu"]
+SUITES = ["ops", "train", "compile", "compile_train", "cuda", "gpt2", "flex", "dist_cpu"]
 
 
 def main(argv=None) -> None:

@@ -31,7 +31,7 @@ _ops.bind_namespace(globals())
 
 from . import fft, linalg, nn, optim, random, utils, serialization  # noqa: E402,F401
 from . import multiprocessing  # noqa: E402,F401
-from . import amp, cpu, cuda  # noqa: E402,F401
+from . import amp, cpu, cuda, profiler  # noqa: E402,F401
 from .cuda import amp as _cuda_amp  # noqa: E402,F401  (torch.cuda.amp)
 from .amp.autocast_mode import (  # noqa: E402,F401
     autocast, is_autocast_enabled, set_autocast_enabled, get_autocast_dtype, set_autocast_dtype,

@@ -17,10 +17,18 @@ ones. All of it lives in one ``threading.local`` here, below every layer that re
                          a factory call reads this one attribute
     default_device       ``set_default_device``'s device (None: the CPU), under the
     device_contexts      stack of the devices of this thread's active ``with device(...)``
+    saved_hooks          the stack of ``saved_tensors_hooks`` (pack, unpack) pairs of this
+                         thread, or None (``ember/autograd/graph.py``; the engine reads it)
+    saved_hooks_off      the message ``disable_saved_tensors_hooks`` raises with, or None
+    partial_backward     whether the running backward pass is ``autograd.grad`` or
+                         ``backward(inputs=)`` (reentrant checkpointing refuses those)
+    graph_task           the id of the running backward pass, -1 outside one
 
 Interposers are what intercept an op call before the backend runs it, one ordered stack per
 thread (``ORDER``, outermost first): the compiler's capture, ``__torch_function__`` and tensor
-subclasses, vmap / forward-AD levels, autocast, the profiler. Each is a handler
+subclasses, vmap / forward-AD levels, autocast, selective activation checkpointing
+(``ember/utils/checkpoint.py``), the flop counter (``ember/utils/flop_counter.py``), the
+profiler (``ember/autograd/profiler.py``). Each is a handler
 ``handler(op, args, kwargs, mode)`` (mode "call" or "inplace") that may record, rewrite
 or pass the call on with ``redispatch``, which runs it with the interposers below its own. The
 dispatcher reads ``STATE.top``: with no interposer active that is the one check an op call pays.
@@ -40,7 +48,8 @@ from collections.abc import Callable
 from . import _device
 from ._device import CPU, check_device
 
-ORDER = ("capture", "torch_function", "functorch", "autocast", "profiler")
+ORDER = ("capture", "torch_function", "functorch", "autocast", "checkpoint", "flop_counter",
+         "profiler")
 
 # how ``redispatch`` runs a call of each mode (the op table registers these: it sits above)
 RUNNERS: dict[str, Callable] = {}
@@ -56,6 +65,10 @@ class _State(threading.local):
     tracing = 0
     device = None
     default_device = None
+    saved_hooks = None
+    saved_hooks_off = None
+    partial_backward = False
+    graph_task = -1
 
     def __init__(self):  # runs once in each thread that touches STATE
         self.shape_envs = [None]

@@ -10,8 +10,9 @@ restores ``initial_seed()``, as PyTorch's CPU generator does.
 A CUDA generator (``Generator("cuda")``, and each device's default one, ``cuda_generator``)
 is a Philox stream whose seed and offset live in a device buffer (backends/cuda/philox.py);
 its state is PyTorch's 16 bytes, the seed then the offset. The CUDA backend's sampling kernels
-draw from it (backends/cuda/random_ops.py); the sampling ops without a Philox kernel (randint,
-randperm, multinomial, ...) draw from a numpy generator it carries, seeded alongside.
+draw from it (backends/cuda/random_ops.py), and so do the ops drawing through
+``xp.uniform_draws`` (multinomial); the other sampling ops without a Philox kernel (randint,
+randperm, ...) draw from a numpy generator it carries, seeded alongside.
 ``manual_seed`` and ``seed`` seed the CPU generator and every CUDA device's default stream.
 
 Sampling ops (``ember/ops/random.py``) draw from ``numpy_generator(generator, op)``.
@@ -198,6 +199,7 @@ def numpy_generator(generator: Generator | None, op: str) -> np.random.Generator
 
 # ---------------------------------------------------------------------- the default generator
 default_generator = Generator()
+_backends.get("cpu").default_generator = default_generator  # what uniform_draws draws from
 default_generator.seed()  # as in PyTorch, the process-wide generator starts non-deterministic
 
 

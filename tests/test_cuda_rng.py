@@ -222,6 +222,28 @@ def test_bernoulli_frequency(p):
     assert abs(host(ember.bernoulli(probs)).mean() - p) <= 5 * math.sqrt(p * (1 - p) / N) + 1e-9
 
 
+@pytest.mark.parametrize("replacement", [True, False])
+def test_multinomial_draws_on_the_device(replacement):
+    """Philox draws (xp.uniform_draws) reproduce under a seed and follow the weights: with
+    replacement every draw is category k with probability w_k; without, the first of two
+    draws is (the second never repeats it)."""
+    w = np.array([0.1, 0.2, 0.3, 0.4])
+    probs = ember.tensor(np.tile(w, (N // 4, 1))).cuda()
+    ember.manual_seed(104)
+    x = ember.multinomial(probs, 2, replacement)
+    ember.manual_seed(104)
+    assert x.is_cuda and np.array_equal(host(x), host(ember.multinomial(probs, 2, replacement)))
+    x = host(x)
+    if not replacement:
+        assert np.all(x[:, 0] != x[:, 1])
+    f = np.bincount(x[:, 0], minlength=4) / len(x)
+    assert np.all(np.abs(f - w) <= 5 * np.sqrt(w * (1 - w) / len(x)))
+    g = ember.Generator("cuda").manual_seed(5)
+    assert ember.multinomial(probs[:3], 1, generator=g).is_cuda
+    with pytest.raises(RuntimeError, match="Expected a 'cuda' device type for generator"):
+        ember.multinomial(probs, 1, generator=ember.Generator())
+
+
 def test_bernoulli_dtypes_and_tensor_p():
     ember.manual_seed(104)
     for dt in (ember.bool, ember.uint8, ember.int64, ember.float16, ember.bfloat16):

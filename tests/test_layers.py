@@ -26,7 +26,7 @@ LAYERS = (
     ("ember.autograd",),
     ("ember.ops", "ember.return_types", "ember.linalg", "ember.fft", "ember.random"),
     ("ember.nn", "ember.optim", "ember.utils", "ember.multiprocessing", "ember.serialization",
-     "ember.amp", "ember.cpu", "ember.cuda", "ember.accelerator"),
+     "ember.amp", "ember.cpu", "ember.cuda", "ember.accelerator", "ember.profiler"),
     ("ember.compiler", "ember._dynamo", "ember.jit", "ember.onnx"),
     ("ember.distributed",),
     ("ember.examples",),

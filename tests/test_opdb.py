@@ -119,10 +119,15 @@ class Unconvertible(Exception):
 
 def to_ember(x):
     """torch sample value -> ember equivalent (the inverse of oracle.to_torch); a CUDA
-    tensor becomes an ember CUDA tensor (contiguous: views are made on the host)."""
+    tensor becomes the same view of a copy of its storage on ember's GPU."""
     if isinstance(x, torch.Tensor) and x.is_cuda:
-        t = to_ember(x.detach().cpu()).detach().cuda()
-        return t.requires_grad_() if x.requires_grad else t
+        if x.dtype.is_complex or x.layout != torch.strided:
+            raise Unconvertible(f"{x.dtype}/{x.layout} tensor")
+        # the whole storage to the GPU, then the same view of it (as_strided on CUDA)
+        flat = torch.empty(0, dtype=x.dtype, device=x.device).set_(x.untyped_storage())
+        base = to_ember(flat.cpu()).detach().cuda()
+        t = base.as_strided(tuple(x.shape), x.stride(), x.storage_offset())
+        return t.detach().requires_grad_() if x.requires_grad else t
     if isinstance(x, torch.Tensor):
         if x.dtype.is_complex or x.layout != torch.strided:
             raise Unconvertible(f"{x.dtype}/{x.layout} tensor")

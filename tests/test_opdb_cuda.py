@@ -17,72 +17,19 @@ from test_opdb import ENTRIES, op_failures
 pytestmark = GPU_TIER
 
 KNOWN_CUDA: dict[str, str] = {
-    "__getitem__":
-        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
     "__rmod__":
         "integer division by zero: ember raises as torch's CPU does; torch's CUDA does not",
     "abs":
         "dtype support differs by device: torch's CUDA kernel takes a dtype its CPU refuses",
-    "as_strided":
-        "numpy-only kernel (as_strided over the storage)",
-    "as_strided.partial_views":
-        "numpy-only kernel (as_strided over the storage)",
-    "bernoulli":
-        "random ops draw from numpy's Generator on the host: needs Philox on the device",
-    "digamma":
-        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
     "histc":
         "dtype support differs by device: torch's CUDA kernel takes a dtype its CPU refuses",
-    "index_add":
-        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
-    "index_put":
-        "host-side work on the tensor's data (index/embedding writes, searchsorted)",
     "mode":
-        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
-    "multinomial":
-        "random ops draw from numpy's Generator on the host: needs Philox on the device",
-    "mvlgamma.mvlgamma_p_1":
-        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
-    "mvlgamma.mvlgamma_p_3":
-        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
-    "mvlgamma.mvlgamma_p_5":
-        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
-    "nn.functional.pdist":
-        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
-    "nn.functional.rrelu":
-        "random ops draw from numpy's Generator on the host: needs Philox on the device",
+        "ties: torch's CUDA mode returned 2 where its CPU rule (the smallest modal value, "
+        "ember's) gives 1 (measured on the H200)",
     "nn.functional.softsign":
         "dtype support differs by device: torch's CUDA kernel takes a dtype its CPU refuses",
-    "polygamma.polygamma_n_0":
-        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
-    "polygamma.polygamma_n_1":
-        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
-    "polygamma.polygamma_n_2":
-        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
-    "polygamma.polygamma_n_3":
-        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
-    "polygamma.polygamma_n_4":
-        "special functions are numpy's (backends/special.py): needs CUDA library kernels",
-    "scatter":
-        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
-    "scatter_add":
-        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
-    "scatter_reduce.amax":
-        "gradient of amin/amax ties differs from torch's CUDA rule",
-    "scatter_reduce.amin":
-        "gradient of amin/amax ties differs from torch's CUDA rule",
-    "scatter_reduce.prod":
-        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
-    "scatter_reduce.sum":
-        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
-    "searchsorted":
-        "host-side work on the tensor's data (index/embedding writes, searchsorted)",
-    "take":
-        "ufunc .at/.accumulate: CuPy lacks it for this ufunc or dtype (numpy-only kernel)",
     "trace":
         "dtype support differs by device: torch's CUDA kernel takes a dtype its CPU refuses",
-    "unfold":
-        "numpy-only kernel (as_strided over the storage)",
 }
 
 

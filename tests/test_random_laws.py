@@ -237,19 +237,25 @@ def test_multinomial_with_replacement_frequencies():
 def test_multinomial_draws_at_the_ends_of_rows():
     # u = 0 and the largest u < 1 (which rounds onto the row's end once shifted by the row
     # index) must still land on categories of nonzero weight
+    from ember.backends.cpu import BACKEND
     from ember.ops.random import _multinomial_with_replacement
 
     class Fixed:
+        """The CPU backend's xp whose uniform draws are all ``u``."""
+
         def __init__(self, u):
             self.u = u
 
-        def random(self, shape):
+        def __getattr__(self, name):
+            return getattr(BACKEND.xp, name)
+
+        def uniform_draws(self, shape, generator, op):
             return np.full(shape, self.u)
 
     w = np.array([[1.0, 2.0, 0.0], [0.0, 3.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 4.0]] * 3)
-    assert np.all(_multinomial_with_replacement(np, Fixed(1 - 2.0 ** -53), w, 2)
+    assert np.all(_multinomial_with_replacement(Fixed(1 - 2.0 ** -53), None, w, 2)
                   == np.repeat([[1], [1], [0], [2]] * 3, 2, axis=1))
-    assert np.all(_multinomial_with_replacement(np, Fixed(0.0), w, 2)
+    assert np.all(_multinomial_with_replacement(Fixed(0.0), None, w, 2)
                   == np.repeat([[0], [1], [0], [2]] * 3, 2, axis=1))
 
 

@@ -328,6 +328,15 @@ def test_cumsum_dtype_wraps():
     check(lambda m, x: x.cumsum(0, dtype=m.int8), None, x)
 
 
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["cumsum", "cumprod"])
+def test_scan_dtype_converts_the_elements_first(name, dtype):
+    """dtype= converts before accumulating: floats truncate to the integer type, and a half
+    result's running value starts from the half-rounded elements (accumulated in float32)."""
+    x = ember.tensor((np.random.default_rng(5).standard_normal((3, 40)) * 3).astype(np.float32))
+    check(lambda m, x: getattr(x, name)(1, dtype=getattr(m, dtype)), None, x)
+
+
 def test_logcumsumexp_stable():
     x = leaf([[-1000.0, 0.0, 1000.0, 999.0], [5.0, -INF, 2.0, 700.0]])
     check(lambda m, x: x.logcumsumexp(1), None, x)

@@ -15,11 +15,16 @@ import weakref
 import numpy as np
 
 from .. import _dtype as D
-from .._tensor import Size, Tensor, _wrap
+from .._tensor import Tensor, _wrap
 from ..backends.cpu import quiet
 from .grad_mode import state as _state
+from .saved import SavedOutput, SavedTensor, TensorMeta  # noqa: F401  (the engine's names)
 
 _seq = itertools.count()
+_task_ids = itertools.count()
+# set by a running profiler (``ember/autograd/profiler.py``): ``node_range(node, grads)``
+# applies a node inside the profiler's ranges for it; None: nodes are applied directly
+node_range = None
 _FREED = ("Trying to backward through the graph a second time (or directly access saved tensors "
           "after they have already been freed). Saved intermediate values of the graph are freed "
           "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
@@ -29,88 +34,6 @@ _FREED = ("Trying to backward through the graph a second time (or directly acces
 
 # gradient dtypes AccumulateGrad adds in place with numpy directly (the result of add_ exactly)
 _ADD_IN_PLACE = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
-
-
-# ---------------------------------------------------------------------- saved values
-class TensorMeta:
-    """Shape and dtype of an input a backward rule did not save (no data, no version check)."""
-
-    __slots__ = ("shape", "dtype")
-
-    def __init__(self, t):
-        self.shape = Size(t._data.shape)
-        self.dtype = t._dtype
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    def dim(self):
-        return len(self.shape)
-
-    def size(self, d=None):
-        return self.shape if d is None else self.shape[d]
-
-    def numel(self):
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
-
-    def is_complex(self):
-        return self.dtype.is_complex
-
-    def is_floating_point(self):
-        return self.dtype.is_floating_point
-
-
-class SavedTensor:
-    """A tensor saved for backward, with the version it had when saved."""
-
-    __slots__ = ("tensor", "version", "node")
-
-    def __init__(self, t, node=None):
-        self.tensor = t
-        self.version = t._version_counter()[0]
-        self.node = node
-
-    def unpack(self):
-        t = self.tensor
-        if t._vc[0] != self.version:
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: [ember.{_type_name(t)} {list(t.shape)}], which is output "
-                f"{t._out_idx} of {t.grad_fn.name() if t.grad_fn else 'a leaf'}, is at version "
-                f"{t._vc[0]}; expected version {self.version} instead. Hint: the backtrace "
-                "further above shows the operation that failed to compute its gradient.")
-        return t
-
-
-def _type_name(t):
-    from .._dtype import TYPE_NAME
-    return TYPE_NAME[t._dtype] + "Tensor"
-
-
-class SavedOutput:
-    """An op's own output saved for backward; unpacks to a tensor whose grad_fn is the node."""
-
-    __slots__ = ("data", "dtype", "backend", "vc", "version", "idx")
-
-    def __init__(self, t, idx):
-        self.data, self.dtype, self.backend, self.idx = t._data, t._dtype, t._backend, idx
-        self.vc = t._version_counter()
-        self.version = self.vc[0]
-
-    def unpack(self, node):
-        if self.vc[0] != self.version:
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: output {self.idx} of {node.name()} is at version "
-                f"{self.vc[0]}; expected version {self.version} instead.")
-        t = _wrap(self.data, self.dtype, self.backend)
-        t._vc = self.vc
-        t.grad_fn, t._out_idx = node, self.idx
-        return t
 
 
 # ---------------------------------------------------------------------- nodes
@@ -606,6 +529,10 @@ def run_backward(root_edges, root_grads, retain_graph, create_graph, capture=Non
     heappop, heappush = heapq.heappop, heapq.heappush
     prev = _state.enabled
     _state.enabled = bool(create_graph)
+    prev_partial = _state.partial_backward  # whether the running pass is grad()-like
+    _state.partial_backward = capture is not None
+    prev_task = _state.graph_task  # the running pass's id (checkpointing keys on it)
+    _state.graph_task = next(_task_ids)
     try:
         while ready:
             n = heappop(ready)[2]
@@ -627,7 +554,7 @@ def run_backward(root_edges, root_grads, retain_graph, create_graph, capture=Non
                             for h in list(n.post_hooks or ()):
                                 h(n.variable)  # register_post_accumulate_grad_hook's hooks
                     else:
-                        out = n.apply(grads)
+                        out = n.apply(grads) if node_range is None else node_range(n, grads)
                         if n.hooks:
                             for h in n.hooks:
                                 r = h(tuple(out), tuple(grads))
@@ -653,6 +580,8 @@ def run_backward(root_edges, root_grads, retain_graph, create_graph, capture=Non
             g = None  # hold no gradient here: AccumulateGrad counts who else does
     finally:
         _state.enabled = prev
+        _state.partial_backward = prev_partial
+        _state.graph_task = prev_task
     return captured
 
 

@@ -158,6 +158,21 @@ class Backend:
     def storage_offset(self, a) -> int:
         raise NotImplementedError
 
+    def uniform_draws(self, shape: tuple, generator, op: str):
+        """float64 draws, uniform on [0, 1), of ``shape`` on this backend's device from
+        ``generator`` (an ``ember.Generator``; None: the device's default stream)."""
+        raise NotImplementedError
+
+    def storage_nbytes(self, a) -> int:
+        """The bytes of the storage ``storage_offset`` counts into (PyTorch's
+        ``untyped_storage().nbytes()``)."""
+        raise NotImplementedError
+
+    def strided_view(self, a, shape: tuple, strides: tuple, offset: int | None = None):
+        """A view of ``a``'s storage with ``shape`` and element ``strides``, starting
+        ``offset`` elements into the storage (None: where ``a`` starts)."""
+        raise NotImplementedError
+
     def data_ptr(self, a) -> int:
         raise NotImplementedError
 

@@ -19,7 +19,7 @@ import numpy as np
 from .._device import CPU
 from ..codegen.c import runtime
 from .base import ARRAY_TYPES, Backend, register
-from .xp_api import attach_checks, restricted
+from .xp_api import attach_backend, restricted
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
@@ -254,6 +254,20 @@ def _root(a: np.ndarray) -> np.ndarray:
             return a
 
 
+def _ptr(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def _storage_bytes(a: np.ndarray) -> np.ndarray | None:
+    """The storage under ``a`` as a flat uint8 view starting where ``storage_offset`` counts
+    from, or None when the storage is not one dense block (then positions are ambiguous)."""
+    root = _root(a)
+    flat = root.reshape(-1) if root.flags.c_contiguous else root.ravel(order="K")
+    if flat.base is None and flat is not root or (flat.size and _ptr(flat) != _ptr(root)):
+        return None
+    return flat.view(np.uint8)
+
+
 class CPUBackend(Backend):
     """numpy arrays in host memory."""
 
@@ -277,11 +291,44 @@ class CPUBackend(Backend):
     storage = staticmethod(_root)
 
     def storage_offset(self, a) -> int:
-        start = _root(a).__array_interface__["data"][0]
-        return (a.__array_interface__["data"][0] - start) // max(a.itemsize, 1)
+        return (_ptr(a) - _ptr(_root(a))) // max(a.itemsize, 1)
 
-    def data_ptr(self, a) -> int:
-        return a.__array_interface__["data"][0]
+    default_generator = None  # the CPU's default ember.Generator (ember/_random.py sets it)
+
+    def uniform_draws(self, shape, generator, op):
+        g = self.default_generator if generator is None else generator
+        rng = getattr(g, "_np", None)  # the numpy generator an ember.Generator wraps
+        if rng is None:
+            raise TypeError(f"{op}(): argument 'generator' must be ember.Generator, not "
+                            f"{type(generator).__name__}")
+        return rng.random(shape)
+
+    def storage_nbytes(self, a) -> int:
+        buf = _storage_bytes(a)
+        return buf.size if buf is not None else a.nbytes
+
+    def strided_view(self, a, shape, strides, offset=None):
+        """Built over the storage array, so the view's ``.base`` chain leads back to it
+        (``storage_offset`` / ``_base`` stay right). A read-only input, or a view repeating
+        one element along a dimension, refuses writes, as PyTorch's expand does."""
+        isz = a.itemsize
+        buf = _storage_bytes(a)
+        if buf is None:
+            if offset is not None:
+                raise RuntimeError("as_strided: the input's storage is not one dense block")
+            return np.lib.stride_tricks.as_strided(a, shape, [s * isz for s in strides],
+                                                   writeable=a.flags.writeable)
+        start = (self.storage_offset(a) if offset is None else offset) * isz
+        if any(n == 0 for n in shape):
+            start = min(start, buf.size)
+        v = np.ndarray(tuple(shape), a.dtype, buffer=buf, offset=start,
+                       strides=tuple(s * isz for s in strides))
+        if v.flags.writeable and (not a.flags.writeable or any(
+                s == 0 and n > 1 for n, s in zip(shape, strides))):
+            v.flags.writeable = False
+        return v
+
+    data_ptr = staticmethod(_ptr)
 
     def writeable(self, a) -> bool:
         return a.flags.writeable
@@ -292,7 +339,7 @@ class CPUBackend(Backend):
         root = _root(a)
         if not root.flags.writeable or not root.flags.c_contiguous:
             return None
-        offset = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        offset = _ptr(a) - _ptr(root)
         return np.ndarray(a.shape, a.dtype, root, offset, a.strides)
 
     may_share_memory = staticmethod(np.may_share_memory)
@@ -300,5 +347,5 @@ class CPUBackend(Backend):
 
 
 BACKEND = register(CPUBackend(), linalg_errors=(np.linalg.LinAlgError,))
-attach_checks(BACKEND.xp, BACKEND)  # eager: Backend.check_index raises PyTorch's errors
+attach_backend(BACKEND.xp, BACKEND)  # eager: Backend.check_index raises PyTorch's errors
 ARRAY_TYPES.add(np.ndarray)

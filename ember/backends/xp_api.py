@@ -31,17 +31,19 @@ LINALG = frozenset("cholesky det eigh eigvalsh inv qr svd".split())
 # discrete Fourier transforms (numpy.fft and cupy.fft agree on these names and arguments:
 # ``s``, ``axes``, ``norm`` in "backward" / "ortho" / "forward"; single precision stays single)
 FFT = frozenset("fftn ifftn rfftn irfftn".split())
-# library calls every backend's namespace provides; the checks are its backend's
-# (Backend.check_index / check_probabilities), attached where the backend builds its xp
-EXTRAS = frozenset(("add_at", "check_index", "check_probabilities", "check_unit_interval"))
+# library calls every backend's namespace provides: ufunc_at, and the backend's own methods
+# (its data-dependent checks, storage geometry, random draws), attached where the backend
+# builds its xp
+FROM_BACKEND = ("check_index", "check_probabilities", "check_unit_interval", "storage_offset",
+                "storage_nbytes", "strided_view", "uniform_draws")
+EXTRAS = frozenset(("ufunc_at",) + FROM_BACKEND)
 STRIDE_TRICKS = frozenset(("as_strided",))
 
 
 def restricted(module, name: str, backend=None) -> types.ModuleType:
     """A namespace over module (numpy, cupy) holding only the listed names; ``backend``'s
-    data-dependent checks as ``check_index`` / ``check_probabilities`` /
-    ``check_unit_interval`` (attached later where
-    the backend does not exist yet)."""
+    methods as ``FROM_BACKEND`` names them (attached later where the backend does not exist
+    yet)."""
     ns = types.ModuleType(name, f"{module.__name__}, as op kernels may use it")
     for n in XP_API:
         if hasattr(module, n):  # CuPy lacks a few (see missing())
@@ -61,17 +63,25 @@ def restricted(module, name: str, backend=None) -> types.ModuleType:
         setattr(tricks, n, getattr(module.lib.stride_tricks, n))
     ns.lib = types.SimpleNamespace(stride_tricks=tricks)
     # library calls beyond the array API, under one name on every backend
-    ns.add_at = module.add.at  # a[indices] += b, unbuffered (repeated indices accumulate)
+    ns.ufunc_at = _ufunc_at(module)
     if backend is not None:
-        attach_checks(ns, backend)
+        attach_backend(ns, backend)
     return ns
 
 
-def attach_checks(ns, backend) -> None:
-    """``backend``'s data-dependent argument checks into its kernels' namespace ``ns``."""
-    ns.check_index = backend.check_index
-    ns.check_probabilities = backend.check_probabilities
-    ns.check_unit_interval = backend.check_unit_interval
+def _ufunc_at(module):
+    def ufunc_at(name: str, a, key, values) -> None:
+        """``a[key] = name(a[key], values)`` unbuffered: repeated indices all take effect
+        (``name``: add, multiply, maximum, minimum)."""
+        getattr(module, name).at(a, key, values)
+    return ufunc_at
+
+
+def attach_backend(ns, backend) -> None:
+    """``backend``'s data-dependent argument checks and storage geometry into its kernels'
+    namespace ``ns``."""
+    for name in FROM_BACKEND:
+        setattr(ns, name, getattr(backend, name))
 
 
 def missing(module) -> list[str]:

@@ -15,7 +15,7 @@ from ..backends.casting import cast
 from .._tensor import MEMORY_FORMATS, Size, Tensor, _wrap, pinned_result
 from ..autograd.grad_mode import state as _grad_state
 from .bind import tensor_method
-from .registry import op
+from .registry import call_inplace, op
 
 FACTORY = ("factory",)
 # factories that allocate on the default device when given none (``with ember.device(...)``,
@@ -679,6 +679,17 @@ def copy(xp, self: "Tensor", src: "Scalar|Tensor", non_blocking=False):  # torch
                            f"match the size of tensor b ({src.shape[-1] if src.ndim else 1}) at "
                            "non-singleton dimension") from None
     return cast(b, D.from_np(self.dtype))
+
+
+@tensor_method("copy_")
+def copy_(self, src, non_blocking=False):
+    """``self.copy_(src)``: ``src`` broadcast and cast into ``self``. A source on another
+    device moves over first, differentiably (its gradient goes back to its device), as
+    PyTorch's copy between devices."""
+    if isinstance(src, Tensor) and src.device != self.device and not (
+            src.ndim == 0 and src.device.type == "cpu"):
+        src = src.to(self.device, non_blocking=non_blocking)
+    return call_inplace(copy, self, (src, non_blocking), {})
 
 
 @copy.def_meta

@@ -167,7 +167,7 @@ def scatter(xp, input: "Tensor", dim, index: "Tensor", src: "Scalar|Tensor" = No
     if reduce is None:
         flat[lin] = vals
     else:
-        (np.add if reduce == "add" else np.multiply).at(flat, lin, vals)  # numpy-only: ufunc.at
+        xp.ufunc_at(reduce, flat, lin, vals)
     return out.astype(input.dtype, copy=False).reshape(input.shape)
 
 
@@ -193,9 +193,8 @@ def _(ctx, g):
     return g, None, pad_to(g.gather(ctx.dim, ctx.index), tuple(ctx.src.shape))
 
 
-# numpy-only: ufuncs for their .at (scatter_reduce)
-_REDUCE = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum,
-           "amin": np.minimum}  # numpy-only: ufunc.at table
+# scatter_reduce's reductions as the ufuncs of xp.ufunc_at
+_REDUCE = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum"}
 
 
 def _identity(reduce: str, dtype: np.dtype):
@@ -228,7 +227,7 @@ def scatter_reduce(xp, input: "Tensor", dim, index: "Tensor", src: "Tensor", red
     vals = _region(s, idx.shape).astype(out.dtype, copy=False).reshape(-1)
     if not include_self:
         flat[lin] = _identity(reduce, out.dtype)
-    _REDUCE[reduce].at(flat, lin, vals)  # numpy-only: ufunc.at
+    xp.ufunc_at(_REDUCE[reduce], flat, lin, vals)
     if reduce == "mean":
         cnt = xp.bincount(lin, minlength=flat.size) + int(include_self)
         cnt = xp.maximum(cnt, 1).astype(out.dtype)
@@ -363,8 +362,7 @@ def index_add(xp, input: "Tensor", dim, index: "Tensor", source: "Tensor", *, al
     src = _upcast(source)
     if alpha != 1:
         src = src * (int(alpha) if out.dtype.kind in "iu" else alpha)
-    # numpy-only: ufunc.at
-    np.add.at(_moved(xp, out, d), idx, _moved(xp, src.astype(out.dtype, copy=False), d))
+    xp.ufunc_at("add", _moved(xp, out, d), idx, _moved(xp, src.astype(out.dtype, copy=False), d))
     return out.astype(input.dtype, copy=False)
 
 

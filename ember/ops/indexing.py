@@ -268,7 +268,8 @@ def pad_to(t: Tensor, shape: tuple) -> Tensor:
     return index_view_backward(t, tuple(shape), tuple(slice(0, n) for n in t.shape))
 
 
-@op(method=False, function=False, out=False, saves=("indices",), grad_name="IndexBackward0")
+@op(method=False, function=False, out=False, saves=("indices",), grad_name="IndexBackward0",
+    tags=("host_indices",))
 def index(xp, input: "Tensor", indices: "Tensor[]", dims=None):
     """Advanced indexing: ``indices`` (integer or bool tensors) start at ``dims`` (None: dims
     0, 1, ... in order)."""
@@ -297,7 +298,7 @@ def _(ctx, g):
     return index_put(g.new_zeros(ctx.input.shape), ctx.indices, g, True, dims=ctx.dims), None
 
 
-@op(inplace=True, out=False, saves=("indices",))
+@op(inplace=True, out=False, saves=("indices",), tags=("host_indices",))
 def index_put(xp, input: "Tensor", indices: "Tensor[]", values: "Tensor", accumulate=False, *,
               dims=None):
     """index_put(input, indices, values, accumulate=False) -> Tensor
@@ -314,7 +315,7 @@ def index_put(xp, input: "Tensor", indices: "Tensor[]", values: "Tensor", accumu
     if accumulate:
         work = _upcast(input)
         out = work.copy()
-        np.add.at(out, key, v.astype(work.dtype, copy=False))  # numpy-only: ufunc.at
+        xp.ufunc_at("add", out, key, v.astype(work.dtype, copy=False))
         return out.astype(input.dtype, copy=False)
     out = input.copy()
     out[key] = v

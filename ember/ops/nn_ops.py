@@ -278,7 +278,7 @@ def embedding_dense_backward(xp, grad_output: "Tensor", indices: "Tensor", num_w
     acc = np.float32 if g2.dtype.itemsize == 2 else g2.dtype
     out = xp.zeros((num_weights, d), acc)
     if flat.size:  # the CPU backend's override sums the rows in one C loop
-        xp.add_at(out, flat, g2.astype(acc, copy=False))
+        xp.ufunc_at("add", out, flat, g2.astype(acc, copy=False))
     return out.astype(grad_output.dtype, copy=False)
 
 

@@ -228,7 +228,7 @@ def _pad_backward(xp, grad: "Tensor", input_shape, pad, mode):
             elif _run(xp, targets) is not None:  # reflect, circular: a run of neighbours
                 acc[pre + (_run(xp, targets),)] += vals
             else:
-                np.add.at(acc, pre + (targets,), vals)  # numpy-only: ufunc .at
+                xp.ufunc_at("add", acc, pre + (targets,), vals)
         out = acc
     return out
 

@@ -718,5 +718,5 @@ def mvlgamma(xp, input: "Tensor", p: int):
 def _(ctx, g):
     from .creation import arange
     x, p = ctx.input, ctx.p
-    j = arange(p, dtype=x.dtype) / 2
+    j = arange(p, dtype=x.dtype, device=x.device) / 2
     return g * (x.unsqueeze(-1) - j).digamma().sum(-1)

@@ -365,7 +365,8 @@ def _cumsum(xp, p: np.ndarray) -> np.ndarray:
     return xp.cumsum(c, axis=-1, out=c)
 
 
-def _multinomial_with_replacement(xp, rng, p: np.ndarray, n: int, cdf=None) -> np.ndarray:
+def _multinomial_with_replacement(xp, generator, p: np.ndarray, n: int,
+                                  cdf=None) -> np.ndarray:
     """Inverse-CDF draws for every row at once: row ``r``'s CDF is shifted by ``r`` so one
     searchsorted serves all rows (exact for one row; within ``r * eps`` otherwise). ``cdf``:
     ``_cumsum(p)``, which this overwrites."""
@@ -374,7 +375,7 @@ def _multinomial_with_replacement(xp, rng, p: np.ndarray, n: int, cdf=None) -> n
     cdf /= cdf[:, -1:]  # rows end at exactly 1 (x / x), so the shifted rows stay sorted
     off = xp.arange(rows)[:, None]
     cdf += off
-    u = rng.random((rows, n))  # numpy-only: Generator draw
+    u = xp.uniform_draws((rows, n), generator, "multinomial")
     u += off
     idx = xp.searchsorted(cdf.ravel(), u.ravel(), side="right").reshape(rows, n) - off * k
     # a draw that rounds onto its row's end (r + 1) belongs to the row's last category of
@@ -413,14 +414,13 @@ def multinomial(xp, input: "Tensor", num_samples, replacement=False, *, generato
     cdf = _cumsum(xp, p) if inverse_cdf else None
     totals = cdf[:, -1] if inverse_cdf else p.sum(-1, dtype=np.float64)
     xp.check_probabilities(p, totals, "multinomial")
-    rng = numpy_generator(generator, "multinomial")
     if inverse_cdf:
-        idx = _multinomial_with_replacement(xp, rng, p, n, cdf)
+        idx = _multinomial_with_replacement(xp, generator, p, n, cdf)
     else:
         # sequential weighted draws without replacement == the n smallest E_i / p_i with
         # E_i ~ Exp(1) (exponential races), in increasing order; log keys keep tiny weights
         # finite, and zero weights become +inf, so they come last (as in PyTorch)
-        keys = xp.log(rng.standard_exponential(p.shape))  # numpy-only: Generator draw
+        keys = xp.log(-xp.log1p(-xp.uniform_draws(p.shape, generator, "multinomial")))
         keys -= xp.log(p.astype(np.float64, copy=False))
         if n < k:  # a top-n selection, linear in k
             idx = xp.argpartition(keys, n - 1, axis=-1)[:, :n]

@@ -477,9 +477,12 @@ class OpDef:
 
 def common_backend(op: OpDef, inputs: list):
     """The backend of a call whose tensors are not all on one device: PyTorch takes zero-dim
-    CPU tensors beside tensors of another device as scalars (the caller moves them over);
-    anything else is its device error."""
-    others = {t._backend for t in inputs if not (t._backend is CPU_BACKEND and t.ndim == 0)}
+    CPU tensors beside tensors of another device as scalars, and an op tagged
+    "host_indices" (index_put) CPU index tensors too (the caller moves them over); anything
+    else is its device error."""
+    host_ok = "host_indices" in op.tags
+    others = {t._backend for t in inputs if not (t._backend is CPU_BACKEND and (
+        t.ndim == 0 or host_ok and t._dtype.kind in "iub"))}
     if len(others) == 1:
         return others.pop()
     if META_BACKEND in others:

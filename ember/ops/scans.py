@@ -35,6 +35,8 @@ def _cumulative(xp, a, dim, dtype, name, fn):
         return a.astype(out_dt)
     if out_dt == np.bool_ and a.size:  # dtype=bool or a bool out=: PyTorch has no bool kernel
         raise NotImplementedError(f"\"{name}_out_cpu\" not implemented for 'Bool'")
+    if dtype is not None and a.dtype != out_dt:  # dtype= converts the elements first
+        a = a.astype(out_dt)
     if acc in (np.float16, D.bfloat16.np):  # half results still accumulate in float32
         acc = np.float32
     return fn(_half_up(a), axis=d, dtype=acc).astype(out_dt, copy=False)

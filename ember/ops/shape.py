@@ -16,7 +16,6 @@ import numpy as np
 
 from .. import _dtype as D
 from .._tensor import Size, Tensor, _wrap_dim
-from ..backends.cpu import _root
 from .bind import tensor_method
 from .arguments import takes_tensors
 from .arguments import broadcast_error
@@ -115,14 +114,6 @@ def _elem_strides(a: np.ndarray) -> tuple:
     return tuple(s // isz for s in a.strides)
 
 
-def _ptr(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]  # numpy-only: data pointer (__array_interface__)
-
-
-def _storage_offset(a: np.ndarray) -> int:
-    return (_ptr(a) - _ptr(_root(a))) // max(a.itemsize, 1)
-
-
 # ---------------------------------------------------------------------- view / reshape
 @op(view=True, method=False, function=False, out=False)
 def view(xp, self: "Tensor", shape):
@@ -186,7 +177,7 @@ def view_dtype(xp, self: "Tensor", dtype):
             if self.shape[-1] % ratio:
                 raise RuntimeError(f"self.size(-1) must be divisible by {ratio} to {what}, but "
                                    f"got {self.shape[-1]}")
-            off = _storage_offset(self)
+            off = xp.storage_offset(self)
             if off % ratio:
                 raise RuntimeError(f"self.storage_offset() must be divisible by {ratio} to "
                                    f"{what}, but got {off}")

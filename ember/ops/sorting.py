@@ -229,6 +229,19 @@ median.def_backward(_median_backward)
 nanmedian.def_backward(_median_backward)
 
 
+def _running_max(xp, a, d: int):
+    """The running maximum of ``a`` along ``d`` by doubling shifts (log2(n) maxima of the
+    whole array: ufunc.accumulate is numpy's alone)."""
+    a = a.copy()
+    n, k = a.shape[d], 1
+    while k < n:
+        dst = (slice(None),) * d + (slice(k, None),)
+        src = (slice(None),) * d + (slice(0, n - k),)
+        a[dst] = xp.maximum(a[dst], a[src])
+        k *= 2
+    return a
+
+
 @op(tags=SORT, upcast_half=True, save_output=True, returns=RT.mode, out_exact=_MODE_OUT)
 def mode(xp, input: "Tensor", dim=-1, keepdim=False):
     """mode(input, dim=-1, keepdim=False) -> (values, indices): the most frequent value of each
@@ -248,8 +261,7 @@ def mode(xp, input: "Tensor", dim=-1, keepdim=False):
     lead[d], rest[d] = slice(1, None), slice(0, -1)
     new_run[tuple(lead)] = s[tuple(lead)] != s[tuple(rest)]
     pos = _along(xp, n, d, s.ndim)
-    # numpy-only: maximum.accumulate
-    run_len = pos - np.maximum.accumulate(xp.where(new_run, pos, 0), axis=d) + 1
+    run_len = pos - _running_max(xp, xp.where(new_run, pos, 0), d) + 1
     # the first position where a run reaches the largest length ends the smallest modal value;
     # stable sorting puts that value's last occurrence there
     end = xp.argmax(run_len, axis=d, keepdims=True)
@@ -443,7 +455,7 @@ def searchsorted(xp, sorted_sequence: "Tensor", input: "Scalar|Tensor", *, out_i
     seq = _search_dtype(seq, "searchsorted_out_cpu")
     q = _search_dtype(q, "searchsorted_out_cpu")
     if sorter is not None:
-        srt = xp.asarray(sorter)
+        srt = xp.asarray(getattr(sorter, "_data", sorter))  # (a keyword: the call's Tensor)
         if srt.shape != seq.shape:
             raise RuntimeError("torch.searchsorted(): boundary and sorter must have the same "
                                f"size, but got boundary tensor {list(seq.shape)}and got sorter "

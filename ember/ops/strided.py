@@ -12,49 +12,11 @@ import operator
 import numpy as np
 
 from .._tensor import Tensor
-from ..backends.cpu import _root
 from .bind import tensor_method
 from .registry import OPS, op
-from .shape import _elem_strides, _int_list, _ptr, _storage_offset, wrap_dim
+from .shape import _elem_strides, _int_list, wrap_dim
 
 PUBLIC = ["as_strided"]
-
-
-# ---------------------------------------------------------------------- strided views
-def _storage_bytes(a: np.ndarray) -> np.ndarray | None:
-    """The storage under ``a`` as a flat uint8 view starting where ``storage_offset`` counts
-    from, or None when the storage is not one dense block (then positions are ambiguous)."""
-    root = _root(a)
-    flat = root.reshape(-1) if root.flags.c_contiguous else root.ravel(order="K")
-    if flat.base is None and flat is not root or (flat.size and _ptr(flat) != _ptr(root)):
-        return None
-    return flat.view(np.uint8)
-
-
-def _strided_view(a: np.ndarray, shape, strides, offset: int | None = None) -> np.ndarray:
-    """A view of ``a``'s storage with ``shape`` and element ``strides`` starting ``offset``
-    elements into the storage (default: where ``a`` starts). Built over the storage array so
-    the view's ``.base`` chain leads back to it (``storage_offset``/``_base`` stay right)."""
-    isz = a.itemsize
-    buf = _storage_bytes(a)
-    if buf is None:
-        if offset is not None:
-            raise RuntimeError("as_strided: the input's storage is not one dense block")
-        # numpy-only: as_strided with writeable= (CuPy's has no writeable flag)
-        return np.lib.stride_tricks.as_strided(a, shape, [s * isz for s in strides],
-                                               writeable=a.flags.writeable)
-    start = (_storage_offset(a) if offset is None else offset) * isz
-    if any(n == 0 for n in shape):
-        start = min(start, buf.size)
-    # numpy-only: an ndarray over a byte buffer of the storage
-    v = np.ndarray(tuple(shape), a.dtype, buffer=buf, offset=start,
-                   strides=tuple(s * isz for s in strides))
-    # like expand: a read-only input, or a view repeating one element along a dimension,
-    # refuses writes (PyTorch refuses writes to zero-stride dimensions)
-    if v.flags.writeable and (not a.flags.writeable or any(
-            s == 0 and n > 1 for n, s in zip(shape, strides))):
-        v.flags.writeable = False
-    return v
 
 
 @op(view=True, out=False)
@@ -134,18 +96,17 @@ def _as_strided(xp, input: "Tensor", size, stride, storage_offset=None, *, geome
     if any(s < 0 for s in size):
         raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)} and "
                            f"strides={list(stride)}")
-    off = _storage_offset(input) if storage_offset is None else operator.index(storage_offset)
+    off = xp.storage_offset(input) if storage_offset is None else operator.index(storage_offset)
     if off < 0:
         raise RuntimeError(f"Tensor: invalid storage offset {off}")
-    buf = _storage_bytes(input)
     isz = input.itemsize
     need = 0 if 0 in size else off + 1 + sum((n - 1) * s for n, s in zip(size, stride))
-    have = (buf.size if buf is not None else input.nbytes)
+    have = xp.storage_nbytes(input)
     if need * isz > have:
         raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
                            f"offset {off}, and itemsize {isz} requiring a storage size of "
                            f"{need * isz} are out of bounds for storage of size {have}")
-    return _strided_view(input, size, stride, off)
+    return xp.strided_view(input, size, stride, off)
 
 
 @_as_strided.def_meta
@@ -195,11 +156,11 @@ def unfold(xp, input: "Tensor", dimension, size, step):
     if step <= 0:
         raise RuntimeError(f"step is {step} but must be > 0")
     if nd == 0:
-        return _strided_view(input, (size,), (1,))
+        return xp.strided_view(input, (size,), (1,))
     st = _elem_strides(input)
     shape = input.shape[:d] + ((n - size) // step + 1,) + input.shape[d + 1:] + (size,)
     strides = st[:d] + (st[d] * step,) + st[d + 1:] + (st[d],)
-    return _strided_view(input, shape, strides)
+    return xp.strided_view(input, shape, strides)
 
 
 @unfold.def_backward

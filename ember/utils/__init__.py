@@ -1,3 +1,3 @@
-"""ember.utils: data loading and file formats."""
+"""ember.utils: data loading, file formats, activation checkpointing, flop counting."""
 
-from . import data, safetensors  # noqa: F401
+from . import checkpoint, data, flop_counter, safetensors  # noqa: F401

@@ -7,7 +7,8 @@ dispatcher (correct, not fast), and one that is handed GPU arrays raises a clear
 ember's own kernels: generated Triton pointwise kernels (pointwise.py), Triton row kernels
 (rows.py: softmax family, layer and RMS norm), reductions (reductions.py: sums, means, extrema
 with indices, variances; their plans cached in reduction_plans.py), scans (scans.py:
-cumsum, cumprod, cummax, cummin, logcumsumexp), batch norm (channels.py),
+cumsum, cumprod, cummax, cummin, logcumsumexp), scatters into repeated indices (scatter.py:
+``xp.ufunc_at``, under index_add, index_put, scatter_reduce, ...), batch norm (channels.py),
 2-D pooling (pool.py), fused attention (attention.py), fused optimizer steps (optim.py), fused
 LSTM / GRU cells (rnn_cells.py), products through its cuBLAS binding (blas.py), and Philox
 streams held on the device for the sampling ops (philox.py, random_ops.py). The data-dependent
@@ -57,8 +58,9 @@ class CUDABackend(Backend):
         from . import blas
         xp.matmul = blas.matmul  # products through ember's cuBLAS binding
         if triton_installed():  # pointwise definitions become generated Triton kernels
-            from . import pointwise
+            from . import pointwise, scatter
             set_compiler(xp, pointwise.compile)
+            xp.ufunc_at = scatter.ufunc_at  # scatters into repeated indices
         return xp
 
     @functools.cached_property
@@ -144,13 +146,32 @@ class CUDABackend(Backend):
         return a
 
     def storage_offset(self, a) -> int:
-        return (a.data.ptr - self.storage(a).data.ptr) // max(a.itemsize, 1)
+        # counted from the allocation (a view built over it, as strided_view's, has no base)
+        return (a.data.ptr - a.data.mem.ptr) // max(a.itemsize, 1)
+
+    def uniform_draws(self, shape, generator, op):
+        from . import random_ops
+        return random_ops.uniform_draws(self, shape, generator, op)
+
+    def storage_nbytes(self, a) -> int:
+        root = self.storage(a)
+        if root.base is None and root.data.ptr == a.data.mem.ptr:
+            return root.nbytes
+        return a.data.mem.size  # (a view of a strided view: the allocation, rounded up)
+
+    def strided_view(self, a, shape, strides, offset=None):
+        cp = cupy()
+        isz = a.itemsize
+        start = a.data.ptr - a.data.mem.ptr if offset is None else offset * isz
+        return cp.ndarray(tuple(shape), a.dtype, cp.cuda.MemoryPointer(a.data.mem, start),
+                          tuple(s * isz for s in strides))
 
     def data_ptr(self, a) -> int:
         return a.data.ptr
 
     def writeable(self, a) -> bool:
-        return not any(s == 0 and n > 1 for s, n in zip(a.strides, a.shape))
+        # (CuPy gives an empty array zero strides: it has no element to share)
+        return a.size == 0 or not any(s == 0 and n > 1 for s, n in zip(a.strides, a.shape))
 
     def may_share_memory(self, a, b) -> bool:
         return cupy().may_share_memory(a, b)
@@ -191,7 +212,7 @@ def _special_library() -> dict:
     """ember's special functions on CuPy arrays: cupyx.scipy.special's kernels."""
     from cupyx.scipy import special as cs
     return {"erf": cs.erf, "erfc": cs.erfc, "erfinv": cs.erfinv, "lgamma": cs.gammaln,
-            "digamma": cs.digamma, "polygamma": lambda x, n: cs.polygamma(n, x)}
+            "digamma": cs.digamma, "polygamma": lambda x, n: cs.polygamma(x.dtype.type(n), x)}
 
 
 class _Current:

@@ -66,39 +66,62 @@ def _number(v) -> float | None:
     return float(v) if isinstance(v, numbers.Real) and not isinstance(v, np.ndarray) else None
 
 
+def _index_of(backend, dev=None, array=None) -> int:
+    """The device index a call draws on: ``dev``'s, else ``array``'s, else the current one."""
+    if dev is not None:
+        dev = dev if isinstance(dev, _device) else _device(dev)
+        if dev.index is not None:
+            return dev.index
+    elif array is not None and isinstance(array, backend.array_type):
+        index = backend.device_of(array).index
+        if index is not None:
+            return index
+    return backend.current_index() if hasattr(backend, "current_index") else 0
+
+
+def _state_of(backend, generator, index: int):
+    """The stream to draw from; None where the impl should handle ``generator``."""
+    if generator is None:
+        return philox.default_state(backend, index)
+    st = getattr(generator, "_philox", None)
+    if st is not None and st.backend is backend:
+        if st.index != index:  # its state buffer lives on another device
+            raise RuntimeError(f"The generator is on {backend.name}:{st.index}, but the "
+                               f"tensor it fills is on {backend.name}:{index}")
+        return st
+    dev = getattr(generator, "device", None)
+    kind = getattr(dev, "type", None)
+    if kind is not None and kind != backend.name:
+        raise RuntimeError(f"Expected a '{backend.name}' device type for generator but "
+                           f"found '{kind}'")
+    return None
+
+
+def _new(backend, shape, dt: D.dtype, index: int):
+    return backend.empty(tuple(shape), dt.np, _device(backend.name, index))
+
+
+def uniform_draws(backend, shape: tuple, generator, op: str):
+    """``backend.uniform_draws``: float64 Philox draws on the current device."""
+    index = _index_of(backend)
+    st = _state_of(backend, generator, index)
+    if st is None:
+        raise TypeError(f"{op}(): argument 'generator' must be ember.Generator, not "
+                        f"{type(generator).__name__}")
+    return philox.uniform_(_new(backend, shape, D.float64, index), st)
+
+
 def make(backend) -> dict:
     """The overrides for ``backend`` (op name -> kernel)."""
 
     def index_of(dev=None, array=None) -> int:
-        if dev is not None:
-            dev = dev if isinstance(dev, _device) else _device(dev)
-            if dev.index is not None:
-                return dev.index
-        elif array is not None and isinstance(array, backend.array_type):
-            index = backend.device_of(array).index
-            if index is not None:
-                return index
-        return backend.current_index() if hasattr(backend, "current_index") else 0
+        return _index_of(backend, dev, array)
 
     def state_of(generator, index: int):
-        """The stream to draw from; None where the impl should handle ``generator``."""
-        if generator is None:
-            return philox.default_state(backend, index)
-        st = getattr(generator, "_philox", None)
-        if st is not None and st.backend is backend:
-            if st.index != index:  # its state buffer lives on another device
-                raise RuntimeError(f"The generator is on {backend.name}:{st.index}, but the "
-                                   f"tensor it fills is on {backend.name}:{index}")
-            return st
-        dev = getattr(generator, "device", None)
-        kind = getattr(dev, "type", None)
-        if kind is not None and kind != backend.name:
-            raise RuntimeError(f"Expected a '{backend.name}' device type for generator but "
-                               f"found '{kind}'")
-        return None
+        return _state_of(backend, generator, index)
 
     def new(shape, dt: D.dtype, index: int):
-        return backend.empty(tuple(shape), dt.np, _device(backend.name, index))
+        return _new(backend, shape, dt, index)
 
     def factory(fill):
         def kernel(*sizes, size=None, generator=None, dtype=None, device=None, **_):
@@ -189,7 +212,8 @@ def make(backend) -> dict:
             if p.dtype.kind != "f":
                 return None
             try:
-                p = xp.ascontiguousarray(xp.broadcast_to(p, input.shape))
+                # (ascontiguousarray makes a 0-d p 1-d: reshape it back)
+                p = xp.ascontiguousarray(xp.broadcast_to(p, input.shape)).reshape(input.shape)
             except ValueError:
                 return None
             # on the device: a failure is raised at the next synchronising call

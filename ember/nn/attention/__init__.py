@@ -6,6 +6,9 @@
 ``ember.backends.cuda.flash_sdp_enabled()`` and friends report the selection. On CUDA the three
 fused backends all name ember's one flash kernel (ember/ops/attention.py says which calls it
 takes); MATH is the composed reference path.
+
+FlexAttention (``flex_attention``, ``BlockMask``, ``create_block_mask``, ...) is the submodule
+``ember.nn.attention.flex_attention``, imported on first use as PyTorch's is.
 """
 
 from __future__ import annotations
