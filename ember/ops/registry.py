@@ -487,11 +487,7 @@ def common_backend(op: OpDef, inputs: list):
         return others.pop()
     if META_BACKEND in others:
         return meta_rule.mixed_devices(op, inputs)  # the meta backend, or PyTorch's error
-    devices = []
-    for t in inputs:
-        d = str(t.device)
-        if d not in devices:
-            devices.append(d)
+    devices = list(dict.fromkeys(str(t.device) for t in inputs))  # (in order of appearance)
     raise RuntimeError(f"{op.name}(): Expected all tensors to be on the same device, but found "
                        f"at least two devices, {devices[0]} and {devices[1]}!")
 
