@@ -659,7 +659,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """``ember.autograd.grad``: gradients of ``outputs`` with respect to ``inputs``."""
-    single = isinstance(inputs, Tensor)
     inputs = _as_list(inputs)
     outputs = _as_list(outputs)
     if allow_unused is None:
