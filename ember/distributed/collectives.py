@@ -48,6 +48,11 @@ def _group(group, op_name: str):
     return resolve(group)
 
 
+def _displacements(counts) -> np.ndarray:
+    """Where each rank's block starts in a buffer of blocks of ``counts`` (int64)."""
+    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+
+
 def _bytes(a: np.ndarray) -> np.ndarray:
     """A contiguous array's bytes as a flat uint8 view."""
     return a.reshape(-1).view(np.uint8)
@@ -353,8 +358,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     buf, finish = _writer(output, out)
     src = _bytes(_contig(inp))
     dst = _bytes(buf)
-    sdispl = np.concatenate([[0], np.cumsum(in_counts)[:-1]]).astype(np.int64)
-    rdispl = np.concatenate([[0], np.cumsum(out_counts)[:-1]]).astype(np.int64)
+    sdispl, rdispl = _displacements(in_counts), _displacements(out_counts)
     MPI = _engine.mpi()
     req = pg._comm.Ialltoallv([src, (list(in_counts), list(sdispl)), MPI.BYTE],
                               [dst, (list(out_counts), list(rdispl)), MPI.BYTE])

@@ -9,7 +9,8 @@ import pickle
 import numpy as np
 
 from . import _engine
-from .collectives import _bytes, _check_tensor, _contig, _group, _issue, _writer
+from .collectives import (_bytes, _check_tensor, _contig, _displacements, _group, _issue,
+                          _writer)
 from .work import Work
 
 
@@ -130,7 +131,7 @@ def all_gather_object(object_list, obj, group=None) -> None:
     _issue(pg, "ALLGATHER", [pg._comm.Iallgather(np.array([data.size], np.int64), sizes)],
            None, 1, n, False)
     buf = np.empty(int(sizes.sum()), np.uint8)
-    displs = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    displs = _displacements(sizes)
     req = pg._comm.Iallgatherv(data, [buf, (list(sizes), list(displs)), MPI.BYTE])
     _issue(pg, "ALLGATHER", [req], None, data.size, buf.size, False)
     for i in range(n):
@@ -153,7 +154,7 @@ def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=
     MPI = _engine.mpi()
     _issue(pg, "GATHER", [pg._comm.Iallgather(np.array([data.size], np.int64), sizes)],
            None, 1, n, False)
-    displs = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    displs = _displacements(sizes)
     if pg.rank() == root:
         buf = np.empty(int(sizes.sum()), np.uint8)
         req = pg._comm.Igatherv(data, [buf, (list(sizes), list(displs)), MPI.BYTE], root=root)
